@@ -1,0 +1,81 @@
+import type { Decision, HeaderStyle } from './types'
+
+/** Seconds until the window resets, rounded up: a client waiting this long is never early. */
+function secondsLeft(decision: Decision): number {
+  return Math.max(0, Math.ceil((decision.resetAt - decision.at) / 1000))
+}
+
+function windowSeconds(windowMs: number): number {
+  return Math.max(1, Math.ceil(windowMs / 1000))
+}
+
+/**
+ * The decision that speaks for the request where a header shape has room for one limit only:
+ * a refusing one (the longest wait), else the one with the least left.
+ */
+export function decisive(decisions: readonly Decision[]): Decision {
+  let pick = decisions[0]!
+  for (let i = 1; i < decisions.length; i++) {
+    const d = decisions[i]!
+    if (pick.allowed ? !d.allowed || d.remaining < pick.remaining : !d.allowed && d.retryAfterMs > pick.retryAfterMs) pick = d
+  }
+  return pick
+}
+
+function names(decisions: readonly Decision[]): string[] {
+  const seen = new Map<string, number>()
+  return decisions.map((d) => {
+    // Two limits with the same shape (say a global and a route limit of 10/s) still need distinct
+    // list members, or a client could not tell which remaining belongs to which.
+    const n = (seen.get(d.policy.name) ?? 0) + 1
+    seen.set(d.policy.name, n)
+    return n === 1 ? d.policy.name : `${d.policy.name}-${n}`
+  })
+}
+
+/**
+ * The response header record for the decisions made on one request (one per limit that applied).
+ * Pure: the same decisions give the same headers in every adapter.
+ *
+ * - draft-8 (draft-ietf-httpapi-ratelimit-headers-08 and later, §4 and §5): structured-field lists
+ *   `RateLimit-Policy: "10-per-1s";q=10;w=1` and `RateLimit: "10-per-1s";r=3;t=1`, one member per limit.
+ * - draft-7: `RateLimit-Policy: 10;w=1` and the combined `RateLimit: limit=10, remaining=3, reset=1`.
+ * - draft-6: `RateLimit-Policy`, `RateLimit-Limit`, `RateLimit-Remaining`, `RateLimit-Reset`.
+ * - legacy: `X-RateLimit-Limit/-Remaining/-Reset`, the reset in epoch seconds as express-rate-limit sends it.
+ * - refused: `Retry-After` in whole seconds, rounded up so it is never earlier than the reset, and
+ *   `Cache-Control: no-store` so no cache replays a 429 to a client whose window has reset.
+ */
+export function rateLimitHeaders(decisions: readonly Decision[], style: HeaderStyle | false, legacy: boolean): Record<string, string> {
+  const headers: Record<string, string> = {}
+  if (decisions.length === 0) return headers
+  const main = decisive(decisions)
+  if (style === 'draft-8') {
+    if (decisions.length === 1) {
+      const d = decisions[0]!
+      headers['RateLimit-Policy'] = `"${d.policy.name}";q=${d.limit};w=${windowSeconds(d.policy.windowMs)}`
+      headers.RateLimit = `"${d.policy.name}";r=${d.remaining};t=${secondsLeft(d)}`
+    } else {
+      const listed = names(decisions)
+      headers['RateLimit-Policy'] = decisions.map((d, i) => `"${listed[i]}";q=${d.limit};w=${windowSeconds(d.policy.windowMs)}`).join(', ')
+      headers.RateLimit = decisions.map((d, i) => `"${listed[i]}";r=${d.remaining};t=${secondsLeft(d)}`).join(', ')
+    }
+  } else if (style === 'draft-7') {
+    headers['RateLimit-Policy'] = decisions.map((d) => `${d.limit};w=${windowSeconds(d.policy.windowMs)}`).join(', ')
+    headers.RateLimit = `limit=${main.limit}, remaining=${main.remaining}, reset=${secondsLeft(main)}`
+  } else if (style === 'draft-6') {
+    headers['RateLimit-Policy'] = decisions.map((d) => `${d.limit};w=${windowSeconds(d.policy.windowMs)}`).join(', ')
+    headers['RateLimit-Limit'] = String(main.limit)
+    headers['RateLimit-Remaining'] = String(main.remaining)
+    headers['RateLimit-Reset'] = String(secondsLeft(main))
+  }
+  if (legacy) {
+    headers['X-RateLimit-Limit'] = String(main.limit)
+    headers['X-RateLimit-Remaining'] = String(main.remaining)
+    headers['X-RateLimit-Reset'] = String(Math.ceil(main.resetAt / 1000))
+  }
+  if (!main.allowed) {
+    headers['Retry-After'] = String(Math.max(1, Math.ceil(main.retryAfterMs / 1000)))
+    headers['Cache-Control'] = 'no-store'
+  }
+  return headers
+}

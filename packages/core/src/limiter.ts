@@ -1,0 +1,328 @@
+import { createHash } from 'node:crypto'
+import { EventEmitter } from 'node:events'
+import { STATUS_CODES } from 'node:http'
+import { describeDuration, formatDuration } from './duration'
+import { describeValue, TollgateError } from './errors'
+import { rateLimitHeaders } from './headers'
+import { ipKey } from './ip'
+import { MemoryStore } from './memory-store'
+import { type Config, parseOptions } from './options'
+import type { MaybePromise } from './store'
+import type { Decision, DecisionSource, LimiterOptions, Policy } from './types'
+
+/** What an adapter tells the core about its framework's requests. */
+export interface AdapterHooks<Req> {
+  /** The client IP as the framework resolved it (honouring its trust-proxy setting). */
+  ip(req: Req): string | undefined
+  /** A misconfiguration visible only at request time, e.g. a proxy header the framework does not trust. Warned once. */
+  diagnose?(req: Req): string | undefined
+}
+
+/** The body of a refused request, ready to send. */
+export interface Rejection {
+  status: number
+  contentType: string
+  body: string
+}
+
+/** Key of the shared bucket for requests whose client IP cannot be resolved (see README, "Keys"). */
+export const UNKNOWN_CLIENT_KEY = 'unknown-ip'
+/** Longer client keys are replaced by a hash, so a key function cannot blow up store keys. */
+export const MAX_KEY_LENGTH = 200
+/** After a store failure, requests go straight to the failure policy for this long before Redis is tried again. */
+const STORE_RETRY_MS = 1000
+/** Dynamic `max` values whose policy strings are kept rendered. */
+const MAX_CACHED_POLICIES = 256
+
+export function isThenable<T>(value: MaybePromise<T>): value is Promise<T> {
+  return typeof (value as Promise<T> | undefined)?.then === 'function'
+}
+
+/**
+ * One limit: options parsed once, then `check(req)` per request. Framework-free: adapters pass their
+ * request objects and read the client IP through `hooks`.
+ *
+ * Events: `storeError` (error) for every failed store call, `recover` when the store answers again
+ * after a failure.
+ */
+export class Limiter<Req = unknown> extends EventEmitter {
+  readonly config: Config<Req>
+  private readonly hooks: AdapterHooks<Req>
+  private readonly policies = new Map<number, Policy>()
+  private readonly rejections = new Map<Policy, Rejection>()
+  /** Clients already over the limit in window `overWindow`, with the count the store last returned. */
+  private readonly over = new Map<string, number>()
+  private overWindow = -1
+  private fallback: MemoryStore | undefined
+  private storeDownUntil = 0
+  private degraded = false
+  private readonly warned = new Set<string>()
+  private diagnosing: boolean
+
+  constructor(options?: LimiterOptions<Req>, hooks?: AdapterHooks<Req>, adapterKeys: readonly string[] = []) {
+    super()
+    this.config = parseOptions(options, adapterKeys)
+    this.hooks = hooks ?? { ip: () => undefined }
+    this.diagnosing = this.hooks.diagnose !== undefined
+  }
+
+  /**
+   * Counts one request and decides. Returns `undefined` when `skip` says so. Synchronous with the
+   * memory store and plain options; a promise when a store or an option function is asynchronous.
+   * Throws (or rejects with) a TollgateError when an option function throws or returns a bad value:
+   * adapters hand that to the framework's error handling, so the request gets a definite answer.
+   */
+  check(req: Req): MaybePromise<Decision | undefined> {
+    if (this.diagnosing) this.diagnose(req)
+    const skip = this.config.skip
+    if (skip !== undefined) {
+      const skipped = this.call('skip', skip, req)
+      if (isThenable(skipped)) {
+        return skipped.then(
+          (s) => (s === true ? undefined : this.evaluate(req)),
+          (e) => Promise.reject(this.requestError('skip', e)),
+        )
+      }
+      if (skipped === true) return undefined
+    }
+    return this.evaluate(req)
+  }
+
+  /**
+   * Counts `cost` units against `key` outside HTTP (queues, GraphQL resolvers). `key` is used as the
+   * client key as it is (hashed when longer than MAX_KEY_LENGTH).
+   */
+  consume(key: string, cost = 1, max?: number): MaybePromise<Decision> {
+    const limit = max ?? (typeof this.config.max === 'number' ? this.config.max : undefined)
+    if (limit === undefined)
+      throw new TollgateError("consume() needs a max when the limiter's max is a function", 'TG_INVALID_REQUEST_VALUE')
+    return this.count(this.clientKey(this.validKey('key', key)), this.validCount('max', limit), this.validCount('cost', cost))
+  }
+
+  /** The header record for the decisions made on one request, in this limiter's header style. */
+  headers(decisions: readonly Decision[]): Record<string, string> {
+    return rateLimitHeaders(decisions, this.config.headers, this.config.legacyHeaders)
+  }
+
+  /** Status, content type and body of a refused request. */
+  rejection(req: Req, decision: Decision): MaybePromise<Rejection> {
+    const { message, statusCode } = this.config
+    if (typeof message === 'function') {
+      const body = message(req, decision)
+      return isThenable(body) ? body.then((b) => this.render(b)) : this.render(body)
+    }
+    let cached = this.rejections.get(decision.policy)
+    if (cached === undefined) {
+      cached = this.render(
+        message ?? {
+          type: 'about:blank',
+          title: STATUS_CODES[statusCode] ?? 'Too Many Requests',
+          status: statusCode,
+          detail: `Too many requests: the limit is ${decision.limit} per ${describeDuration(decision.policy.windowMs)}. Retry after the number of seconds in the Retry-After header.`,
+        },
+        message === undefined,
+      )
+      if (this.rejections.size < MAX_CACHED_POLICIES) this.rejections.set(decision.policy, cached)
+    }
+    return cached
+  }
+
+  private render(body: string | Record<string, unknown>, problem = false): Rejection {
+    if (typeof body === 'string') return { status: this.config.statusCode, contentType: 'text/plain; charset=utf-8', body }
+    return {
+      status: this.config.statusCode,
+      contentType: problem ? 'application/problem+json' : 'application/json; charset=utf-8',
+      body: JSON.stringify(body),
+    }
+  }
+
+  private evaluate(req: Req): MaybePromise<Decision> {
+    const c = this.config
+    const key = c.key === undefined ? this.ipKeyOf(req) : this.call('key', c.key, req)
+    const max = typeof c.max === 'number' ? c.max : this.call('max', c.max, req)
+    const cost = typeof c.cost === 'number' ? c.cost : this.call('cost', c.cost, req)
+    if (isThenable(key) || isThenable(max) || isThenable(cost)) {
+      return Promise.all([
+        Promise.resolve(key).catch((e) => Promise.reject(this.requestError('key', e))),
+        Promise.resolve(max).catch((e) => Promise.reject(this.requestError('max', e))),
+        Promise.resolve(cost).catch((e) => Promise.reject(this.requestError('cost', e))),
+      ]).then(([k, m, n]) => this.count(this.clientKey(this.validKey('key', k)), this.validCount('max', m), this.validCount('cost', n)))
+    }
+    return this.count(
+      c.key === undefined ? key : this.clientKey(this.validKey('key', key)),
+      max === c.max ? max : this.validCount('max', max),
+      cost === c.cost ? cost : this.validCount('cost', cost),
+    )
+  }
+
+  /** The atomic count and the decision from it; the store's returned count is the only input. */
+  private count(clientKey: string, max: number, cost: number): MaybePromise<Decision> {
+    const c = this.config
+    const now = c.clock()
+    const base = `${c.prefix}{${clientKey}}`
+    if (c.store.local) {
+      const counted = c.store.increment(base, cost, c.windowMs, now)
+      if (!isThenable(counted)) return this.decide(clientKey, counted, max, now, 'store')
+      return counted.then((n) => this.decide(clientKey, n, max, now, 'store'))
+    }
+
+    const index = Math.floor(now / c.windowMs)
+    if (index !== this.overWindow) {
+      // A new window: every "over" verdict of the last one is void.
+      if (this.over.size > 0) this.over.clear()
+      this.overWindow = index
+    }
+    // Within one fixed window a count only grows, so a client seen over the limit stays over it
+    // until the window ends: answer without a round trip.
+    const known = this.over.get(base)
+    if (known !== undefined && known + cost > max) return this.decide(clientKey, known + cost, max, now, 'cache')
+
+    if (now < this.storeDownUntil) return this.onStoreError(undefined, base, clientKey, max, cost, now)
+    let counted: MaybePromise<number>
+    try {
+      counted = c.store.increment(base, cost, c.windowMs, now)
+    } catch (error) {
+      return this.onStoreError(error, base, clientKey, max, cost, now)
+    }
+    if (!isThenable(counted)) return this.fromStore(base, clientKey, counted, max, now, index)
+    return counted.then(
+      (n) => this.fromStore(base, clientKey, n, max, now, index),
+      (error) => this.onStoreError(error, base, clientKey, max, cost, now),
+    )
+  }
+
+  private fromStore(base: string, clientKey: string, count: number, max: number, now: number, index: number): Decision {
+    if (this.degraded) this.recovered()
+    // Only cache a verdict for the window it was made in; a reply can arrive after the edge.
+    if (count > max && index === this.overWindow) this.over.set(base, count)
+    return this.decide(clientKey, count, max, now, 'store')
+  }
+
+  private onStoreError(error: unknown, base: string, clientKey: string, max: number, cost: number, now: number): Decision {
+    const c = this.config
+    if (error !== undefined) {
+      this.storeDownUntil = now + STORE_RETRY_MS
+      if (!this.degraded) {
+        this.degraded = true
+        c.logger.error(
+          `Tollgate: the store failed (${error instanceof Error ? error.message : describeValue(error)}); applying onStoreError "${c.onStoreError}" until it answers again`,
+          error,
+        )
+      }
+      this.emit('storeError', error)
+    }
+    if (c.onStoreError === 'fallback') {
+      this.fallback ??= new MemoryStore()
+      return this.decide(clientKey, this.fallback.increment(base, cost, c.windowMs, now), max, now, 'fallback')
+    }
+    const policy = this.policyFor(max)
+    const resetAt = (Math.floor(now / c.windowMs) + 1) * c.windowMs
+    const allowed = c.onStoreError === 'allow'
+    return {
+      allowed,
+      limit: max,
+      remaining: allowed ? max : 0,
+      count: 0,
+      resetAt,
+      retryAfterMs: allowed ? 0 : resetAt - now,
+      at: now,
+      key: clientKey,
+      policy,
+      source: c.onStoreError,
+    }
+  }
+
+  private recovered(): void {
+    this.degraded = false
+    this.storeDownUntil = 0
+    this.config.logger.warn('Tollgate: the store is answering again; decisions come from it again')
+    this.emit('recover')
+  }
+
+  private decide(clientKey: string, count: number, max: number, now: number, source: DecisionSource): Decision {
+    const windowMs = this.config.windowMs
+    const resetAt = (Math.floor(now / windowMs) + 1) * windowMs
+    const allowed = count <= max
+    return {
+      allowed,
+      limit: max,
+      remaining: allowed ? max - count : 0,
+      count,
+      resetAt,
+      retryAfterMs: allowed ? 0 : resetAt - now,
+      at: now,
+      key: clientKey,
+      policy: this.policyFor(max),
+      source,
+    }
+  }
+
+  private policyFor(max: number): Policy {
+    let policy = this.policies.get(max)
+    if (policy === undefined) {
+      const { windowMs, name } = this.config
+      policy = Object.freeze({ name: name ?? `${max}-per-${formatDuration(windowMs)}`, limit: max, windowMs })
+      if (this.policies.size < MAX_CACHED_POLICIES) this.policies.set(max, policy)
+    }
+    return policy
+  }
+
+  private ipKeyOf(req: Req): string {
+    const ip = this.hooks.ip(req)
+    const key = ipKey(ip, this.config.ipv6Subnet)
+    if (key !== undefined) return key
+    this.warnOnce(
+      'no-ip',
+      `Tollgate: could not resolve the client IP of a request (got ${describeValue(ip)}). Such requests share one bucket, "${UNKNOWN_CLIENT_KEY}". Behind a proxy, set the framework's trust-proxy setting; or pass a key() option.`,
+    )
+    return UNKNOWN_CLIENT_KEY
+  }
+
+  private clientKey(key: string): string {
+    if (key.length <= MAX_KEY_LENGTH) return key
+    return `#${createHash('sha256').update(key).digest('base64url')}`
+  }
+
+  private call<T>(name: string, fn: (req: Req) => MaybePromise<T>, req: Req): MaybePromise<T> {
+    try {
+      return fn(req)
+    } catch (error) {
+      throw this.requestError(name, error)
+    }
+  }
+
+  private validKey(name: string, value: unknown): string {
+    if (typeof value === 'string' && value.length > 0) return value
+    throw this.requestError(name, undefined, `returned ${describeValue(value)}, expected a non-empty string`)
+  }
+
+  private validCount(name: string, value: unknown): number {
+    if (typeof value === 'number' && Number.isSafeInteger(value) && value >= 0) return value
+    throw this.requestError(name, undefined, `returned ${describeValue(value)}, expected a whole number ≥ 0`)
+  }
+
+  /** An option function failed at request time: logged once per option, then handed to the adapter. */
+  private requestError(name: string, cause: unknown, problem?: string): TollgateError {
+    if (cause instanceof TollgateError) return cause
+    const what = problem ?? `threw ${cause instanceof Error ? cause.message : describeValue(cause)}`
+    const error = new TollgateError(`Option "${name}" ${what}`, 'TG_INVALID_REQUEST_VALUE', { cause })
+    if (!this.warned.has(`request:${name}`)) {
+      this.warned.add(`request:${name}`)
+      this.config.logger.error(`Tollgate: ${error.message}; such requests are answered by the framework's error handler`, cause)
+    }
+    return error
+  }
+
+  private warnOnce(id: string, message: string): void {
+    if (this.warned.has(id)) return
+    this.warned.add(id)
+    this.config.logger.warn(message)
+  }
+
+  private diagnose(req: Req): void {
+    const problem = this.hooks.diagnose?.(req)
+    if (problem === undefined) return
+    this.diagnosing = false
+    this.warnOnce('diagnose', `Tollgate: ${problem}`)
+  }
+}

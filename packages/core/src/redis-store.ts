@@ -1,0 +1,211 @@
+import { type Duration, parseDuration } from './duration'
+import { describeValue, TollgateError } from './errors'
+import { FIXED_WINDOW_REPLIES, fixedWindowCommands, TTL_MARGIN_MS } from './redis-commands'
+import { type Store, windowIndex } from './store'
+
+/**
+ * The part of an ioredis client (`Redis` or `Cluster`) this store uses. Declared structurally so
+ * that @tollgate/core never imports ioredis: memory-only users install no Redis client.
+ */
+export interface RedisClientLike {
+  multi(commands: Array<Array<string | number>>): { exec(): Promise<Array<[Error | null, unknown]> | null> }
+  get(key: string): Promise<string | null>
+  del(...keys: string[]): Promise<number>
+  readonly status?: string
+  readonly isCluster?: boolean
+}
+
+export interface RedisStoreOptions {
+  /**
+   * A connected ioredis `Redis` or `Cluster`. The store borrows it: it never connects or quits it,
+   * and works whatever its offline-queue and retry settings, because every call has its own deadline.
+   */
+  client: RedisClientLike
+  /**
+   * Deadline for one store call, from the request's point of view. A reply later than this is
+   * ignored, and the limiter applies its `onStoreError` policy instead of holding the request.
+   * @default "50ms"
+   */
+  timeout?: Duration
+  /**
+   * Send the transactions of one event-loop turn together in one round trip, merging increments of
+   * the same key (each request still gets its exact position in the count). Off, each decision is
+   * its own MULTI/EXEC round trip.
+   * @default true
+   */
+  batch?: boolean
+}
+
+const OPTION_KEYS = new Set(['client', 'timeout', 'batch'])
+
+/** Increments waiting for the next flush, merged per window key. */
+class PendingKey {
+  total = 0
+  resolve!: (count: number) => void
+  reject!: (error: unknown) => void
+  readonly promise: Promise<number>
+  constructor(
+    readonly key: string,
+    readonly ttlMs: number,
+  ) {
+    this.promise = new Promise<number>((resolve, reject) => {
+      this.resolve = resolve
+      this.reject = reject
+    })
+  }
+}
+
+/**
+ * Fixed-window counts in Redis (standalone or Cluster) through a caller-owned ioredis client.
+ * See redis-commands.ts for the exact transaction.
+ */
+export class RedisStore implements Store {
+  readonly local = false
+  readonly timeoutMs: number
+  private readonly client: RedisClientLike
+  private readonly batch: boolean
+  private readonly cluster: boolean
+  private pending = new Map<string, PendingKey>()
+  private flushScheduled = false
+
+  constructor(options: RedisStoreOptions) {
+    if (options === null || typeof options !== 'object') {
+      throw new TollgateError(
+        `Invalid RedisStore options: expected an object like { client }, got ${describeValue(options)}`,
+        'TG_INVALID_OPTION',
+      )
+    }
+    for (const name of Object.keys(options)) {
+      if (!OPTION_KEYS.has(name)) {
+        throw new TollgateError(`Unknown RedisStore option "${name}"; known options: ${[...OPTION_KEYS].join(', ')}`, 'TG_UNKNOWN_OPTION')
+      }
+    }
+    const { client } = options
+    if (client === null || typeof client !== 'object' || typeof (client as RedisClientLike).multi !== 'function') {
+      throw new TollgateError(
+        `Invalid option "client": expected an ioredis Redis or Cluster instance, got ${describeValue(client)}`,
+        'TG_INVALID_OPTION',
+      )
+    }
+    if (options.batch !== undefined && typeof options.batch !== 'boolean') {
+      throw new TollgateError(`Invalid option "batch": expected true or false, got ${describeValue(options.batch)}`, 'TG_INVALID_OPTION')
+    }
+    this.client = client
+    this.timeoutMs = options.timeout === undefined ? 50 : parseDuration('timeout', options.timeout)
+    this.batch = options.batch ?? true
+    // A Cluster transaction must stay within one slot; keys of different clients may be on
+    // different nodes, so each key is its own transaction there (still merged per key).
+    this.cluster = client.isCluster === true
+  }
+
+  increment(key: string, cost: number, windowMs: number, now: number): Promise<number> {
+    const index = windowIndex(now, windowMs)
+    const windowKey = `${key}:${index}`
+    let entry = this.pending.get(windowKey)
+    const fresh = entry === undefined
+    if (entry === undefined) {
+      entry = new PendingKey(windowKey, (index + 1) * windowMs - now + TTL_MARGIN_MS)
+      this.pending.set(windowKey, entry)
+    }
+    const before = entry.total
+    entry.total += cost
+    const merged = entry
+    if (fresh) {
+      if (!this.batch) this.flush()
+      else if (!this.flushScheduled) {
+        this.flushScheduled = true
+        // setImmediate, not a microtask: it runs after every request parsed in this I/O turn.
+        setImmediate(this.flush)
+      }
+    }
+    // The merged INCRBY returns the total after every merged request; this request's own count is
+    // what the total was before the batch, plus the costs queued ahead of it, plus its own.
+    return merged.promise.then((total) => total - merged.total + before + cost)
+  }
+
+  async get(key: string, windowMs: number, now: number): Promise<number> {
+    const value = await this.withDeadline(this.client.get(`${key}:${windowIndex(now, windowMs)}`))
+    return value === null ? 0 : Number(value)
+  }
+
+  async reset(key: string, windowMs: number, now: number): Promise<void> {
+    await this.withDeadline(this.client.del(`${key}:${windowIndex(now, windowMs)}`))
+  }
+
+  private readonly flush = (): void => {
+    this.flushScheduled = false
+    const batch = this.pending
+    if (batch.size === 0) return
+    this.pending = new Map()
+    if (this.cluster || batch.size === 1) {
+      for (const entry of batch.values()) this.send([entry])
+    } else {
+      this.send([...batch.values()])
+    }
+  }
+
+  private send(entries: PendingKey[]): void {
+    const commands: Array<Array<string | number>> = []
+    for (const entry of entries) commands.push(...fixedWindowCommands(entry.key, entry.total, entry.ttlMs))
+    const fail = (error: unknown) => {
+      for (const entry of entries) entry.reject(error)
+    }
+    let reply: Promise<Array<[Error | null, unknown]> | null>
+    try {
+      reply = this.client.multi(commands).exec()
+    } catch (error) {
+      fail(storeError(error))
+      return
+    }
+    let settled = false
+    const timer = setTimeout(() => {
+      settled = true
+      fail(new TollgateError(`Redis did not answer within ${this.timeoutMs} ms`, 'TG_STORE_TIMEOUT'))
+    }, this.timeoutMs)
+    reply.then(
+      (results) => {
+        if (settled) return // too late: the requests were already answered by the failure policy
+        settled = true
+        clearTimeout(timer)
+        if (results === null) return fail(new TollgateError('Redis aborted the transaction (EXEC returned null)', 'TG_STORE_ERROR'))
+        for (let i = 0; i < entries.length; i++) {
+          const [error, value] = results[i * FIXED_WINDOW_REPLIES] ?? [new Error('missing reply'), null]
+          const count = Number(value)
+          if (error !== null || !Number.isFinite(count)) entries[i]!.reject(storeError(error ?? value))
+          else entries[i]!.resolve(count)
+        }
+      },
+      (error) => {
+        if (settled) return
+        settled = true
+        clearTimeout(timer)
+        fail(storeError(error))
+      },
+    )
+  }
+
+  private withDeadline<T>(promise: Promise<T>): Promise<T> {
+    return new Promise<T>((resolve, reject) => {
+      const timer = setTimeout(
+        () => reject(new TollgateError(`Redis did not answer within ${this.timeoutMs} ms`, 'TG_STORE_TIMEOUT')),
+        this.timeoutMs,
+      )
+      promise.then(
+        (value) => {
+          clearTimeout(timer)
+          resolve(value)
+        },
+        (error) => {
+          clearTimeout(timer)
+          reject(storeError(error))
+        },
+      )
+    })
+  }
+}
+
+function storeError(cause: unknown): TollgateError {
+  if (cause instanceof TollgateError) return cause
+  const message = cause instanceof Error ? cause.message : describeValue(cause)
+  return new TollgateError(`Redis store call failed: ${message}`, 'TG_STORE_ERROR', { cause })
+}

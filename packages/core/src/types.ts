@@ -1,0 +1,139 @@
+import type { Duration } from './duration'
+import type { MaybePromise, Store } from './store'
+
+/** Header shapes of the IETF httpapi RateLimit drafts. */
+export type HeaderStyle = 'draft-6' | 'draft-7' | 'draft-8'
+
+/** What a limiter does when its store fails or misses its deadline. */
+export type StoreErrorPolicy = 'fallback' | 'allow' | 'deny'
+
+/** Where a decision's count came from. */
+export type DecisionSource =
+  /** The store's atomic increment. */
+  | 'store'
+  /** The over-limit cache: the client was already over the limit in this window, no store call. */
+  | 'cache'
+  /** The store failed; a local in-memory limiter decided (`onStoreError: "fallback"`). */
+  | 'fallback'
+  /** The store failed; the request was let through uncounted (`onStoreError: "allow"`). */
+  | 'allow'
+  /** The store failed; the request was refused (`onStoreError: "deny"`). */
+  | 'deny'
+
+/** One limit, with its header fragments rendered once. */
+export interface Policy {
+  /** Policy name used in the `RateLimit`/`RateLimit-Policy` fields, e.g. `"10-per-1s"`. */
+  readonly name: string
+  /** Requests (cost units) allowed per window. */
+  readonly limit: number
+  /** Window length in ms. */
+  readonly windowMs: number
+}
+
+/** The outcome of one request against one limit. */
+export interface Decision {
+  /** True when the request is within the limit. */
+  allowed: boolean
+  /** The limit that applied (`max`). */
+  limit: number
+  /** Units left in this window after this request; 0 when refused. */
+  remaining: number
+  /** The window's count after this request, as the store returned it (a lower bound when `source` is "cache"). */
+  count: number
+  /** When the window ends and the count starts again, in epoch ms. */
+  resetAt: number
+  /** How long to wait before a retry can succeed, in ms; 0 when allowed. */
+  retryAfterMs: number
+  /** Clock time at which the decision was made, in epoch ms. */
+  at: number
+  /** The client key the request was counted under (the client IP, grouped, or your `key()`). */
+  key: string
+  /** The limit this decision is about. */
+  policy: Policy
+  /** Where the count came from. */
+  source: DecisionSource
+}
+
+/** Where request-time problems are reported. Each distinct problem is logged once, not per request. */
+export interface Logger {
+  warn(message: string): void
+  error(message: string, error?: unknown): void
+}
+
+/** The options every adapter accepts. `Req` is the framework's request (Express `req`, Fastify `request`, Koa `ctx`). */
+export interface LimiterOptions<Req = unknown> {
+  /**
+   * Requests (cost units) allowed per window per client, or a function of the request returning it.
+   * @default 10
+   */
+  max?: number | ((req: Req) => MaybePromise<number>)
+  /**
+   * Window length: ms, or a duration string such as `"1s"`, `"500ms"`, `"1 minute"`.
+   * @default "1s"
+   */
+  window?: Duration
+  /**
+   * Client key of a request. Defaults to the client IP as the framework resolved it (honouring its
+   * trust-proxy setting), with IPv6 grouped by `ipv6Subnet`.
+   */
+  key?: (req: Req) => MaybePromise<string>
+  /**
+   * Prefix of every store key. Give each limiter sharing a store its own prefix.
+   * @default "tg:"
+   */
+  prefix?: string
+  /**
+   * Where counts live. Pass `new RedisStore({ client })` to share limits between processes.
+   * @default new MemoryStore()
+   */
+  store?: Store
+  /**
+   * Units one request uses, or a function of the request returning it.
+   * @default 1
+   */
+  cost?: number | ((req: Req) => MaybePromise<number>)
+  /** Return true to let a request through without counting it or adding headers. */
+  skip?: (req: Req) => MaybePromise<boolean>
+  /**
+   * Which standard headers to send: the latest IETF draft (`"draft-8"`, structured `RateLimit` and
+   * `RateLimit-Policy`), the older `"draft-7"` or `"draft-6"` shapes, or none (`false`).
+   * @default "draft-8"
+   */
+  headers?: boolean | HeaderStyle
+  /**
+   * Also send `X-RateLimit-Limit`, `X-RateLimit-Remaining` and `X-RateLimit-Reset` (epoch seconds).
+   * @default false
+   */
+  legacyHeaders?: boolean
+  /**
+   * Status of a refused request.
+   * @default 429
+   */
+  statusCode?: number
+  /**
+   * Body of a refused request: a string (sent as text/plain), an object (sent as JSON), or a function
+   * of the request and decision returning either. Defaults to an RFC 9457 problem-details JSON body.
+   */
+  message?: string | Record<string, unknown> | ((req: Req, decision: Decision) => MaybePromise<string | Record<string, unknown>>)
+  /**
+   * IPv6 addresses are grouped by this prefix length, so one host cannot rotate through its own
+   * subnet to get fresh quotas; `false` keys on the full address.
+   * @default 56
+   */
+  ipv6Subnet?: number | false
+  /**
+   * What to do when the store fails or misses its deadline: keep limiting with a local in-memory
+   * limiter (`"fallback"`), let requests through (`"allow"`), or refuse them (`"deny"`).
+   * @default "fallback"
+   */
+  onStoreError?: StoreErrorPolicy
+  /**
+   * Name of the policy in the `RateLimit` headers.
+   * @default "<max>-per-<window>", e.g. "10-per-1s"
+   */
+  name?: string
+  /** Where request-time problems are logged, once each. @default console */
+  logger?: Logger
+  /** Clock in epoch ms, for tests. @default Date.now */
+  clock?: () => number
+}

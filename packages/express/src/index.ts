@@ -1,0 +1,127 @@
+import { adapterFunction, type Decision, isThenable, Limiter, type LimiterOptions, type Rejection } from '@tollgate/core'
+import type { NextFunction, Request, Response } from 'express'
+
+export {
+  type Decision,
+  type Duration,
+  Limiter,
+  type LimiterOptions,
+  MemoryStore,
+  RedisStore,
+  type Store,
+  TollgateError,
+} from '@tollgate/core'
+
+declare global {
+  namespace Express {
+    interface Request {
+      /** The decision of the last Tollgate limit that ran on this request. */
+      rateLimit?: Decision
+      /** Every Tollgate decision made on this request, in order (global limit first). */
+      rateLimits?: Decision[]
+    }
+  }
+}
+
+export interface RateLimitOptions extends LimiterOptions<Request> {
+  /** Sends the refusal yourself instead of the default body; headers are already set. */
+  handler?: (req: Request, res: Response, next: NextFunction, decision: Decision) => void
+}
+
+export type RateLimitMiddleware = ((req: Request, res: Response, next: NextFunction) => void) & {
+  /** The limiter behind the middleware, for `consume`, events and tests. */
+  readonly limiter: Limiter<Request>
+}
+
+const hooks = {
+  ip: (req: Request) => req.ip,
+  diagnose(req: Request): string | undefined {
+    const trust = req.app.get('trust proxy')
+    if (trust === true) {
+      return 'Express "trust proxy" is true, so any client can choose its own IP with X-Forwarded-For and escape the limit; trust only your proxies (e.g. "loopback" or a hop count).'
+    }
+    if (!trust && req.headers['x-forwarded-for'] !== undefined) {
+      return 'a request carried X-Forwarded-For but Express does not trust proxies, so every client behind the proxy shares one limit; set app.set("trust proxy", ...) to your proxies.'
+    }
+    return undefined
+  },
+}
+
+/**
+ * Rate limiting middleware for Express 4 and 5: `app.use(rateLimit({ max: 10 }))`, or on one route.
+ * Sets the RateLimit headers, exposes the decision as `req.rateLimit`, and answers 429 when over.
+ */
+export function rateLimit(options?: RateLimitOptions): RateLimitMiddleware {
+  const limiter = new Limiter<Request>(options, hooks, ['handler'])
+  const handler = adapterFunction<NonNullable<RateLimitOptions['handler']>>('handler', options?.handler)
+
+  const send = (res: Response, rejection: Rejection) => {
+    res.status(rejection.status)
+    res.setHeader('Content-Type', rejection.contentType)
+    res.end(rejection.body)
+  }
+
+  // Writes the headers; calls next() when allowed, otherwise answers. Returns nothing: the
+  // decorator wraps next() to learn which happened.
+  const respond = (req: Request, res: Response, next: NextFunction, decision: Decision | undefined) => {
+    if (decision === undefined) return next()
+    req.rateLimit = decision
+    const all = req.rateLimits
+    if (all === undefined) req.rateLimits = [decision]
+    else all.push(decision)
+    const headers = limiter.headers(req.rateLimits!)
+    for (const name in headers) res.setHeader(name, headers[name]!)
+    if (decision.allowed) return next()
+    if (handler !== undefined) return handler(req, res, next, decision)
+    const rejection = limiter.rejection(req, decision)
+    if (isThenable(rejection)) rejection.then((r) => send(res, r), next)
+    else send(res, rejection)
+  }
+
+  const middleware = (req: Request, res: Response, next: NextFunction) => {
+    let result: ReturnType<typeof limiter.check>
+    try {
+      result = limiter.check(req)
+    } catch (error) {
+      return next(error)
+    }
+    if (isThenable(result)) result.then((d) => respond(req, res, next, d), next)
+    else respond(req, res, next, result)
+  }
+  return Object.assign(middleware, { limiter })
+}
+
+/**
+ * Limits a controller method whose first two arguments are Express's `req` and `res`
+ * (standard TC39 decorator). The method body runs only when the request is allowed; otherwise the
+ * 429 is sent exactly as the middleware sends it.
+ */
+export function RateLimit(options?: RateLimitOptions) {
+  const middleware = rateLimit(options)
+  return function decorate<This, Args extends [Request, Response, ...unknown[]], Result>(
+    method: (this: This, ...args: Args) => Result,
+    _context: ClassMethodDecoratorContext<This, (this: This, ...args: Args) => Result>,
+  ) {
+    return function limited(this: This, ...args: Args): Promise<Awaited<Result> | undefined> {
+      const [req, res] = args
+      const next = typeof args[2] === 'function' ? (args[2] as NextFunction) : undefined
+      return new Promise((resolve, reject) => {
+        const done = (error?: unknown) => {
+          if (error !== undefined && error !== null) {
+            if (next !== undefined) return resolve(void next(error))
+            return reject(error)
+          }
+          try {
+            resolve(method.apply(this, args) as Awaited<Result>)
+          } catch (e) {
+            reject(e)
+          }
+        }
+        middleware(req, res, done)
+        // A refused request never calls done(): settle once the response is finished.
+        if (res.headersSent || res.writableEnded) resolve(undefined)
+        else res.once('finish', () => resolve(undefined))
+      })
+    }
+  }
+}
