@@ -1,0 +1,45 @@
+import { ipKey } from '@tollgate/core'
+
+describe('client keys from IP addresses', () => {
+  it('keeps IPv4 as it is', () => {
+    expect(ipKey('203.0.113.7', 56)).toBe('203.0.113.7')
+  })
+
+  it('folds IPv4-mapped IPv6 to the IPv4 address, so dual-stack sockets see one client', () => {
+    expect(ipKey('::ffff:203.0.113.7', 56)).toBe('203.0.113.7')
+    expect(ipKey('::FFFF:203.0.113.7', 56)).toBe('203.0.113.7')
+    expect(ipKey('::ffff:cb00:7107', 56)).toBe('203.0.113.7')
+  })
+
+  it('never merges distinct IPv4 clients that arrive as IPv4-mapped IPv6', () => {
+    const keys = new Set(['::ffff:10.0.0.1', '::ffff:10.0.0.2', '::ffff:10.0.1.1', '::ffff:192.168.0.1'].map((ip) => ipKey(ip, 56)))
+    expect(keys.size).toBe(4)
+  })
+
+  it('groups IPv6 by the configured subnet, so rotating inside a /64 stays one bucket', () => {
+    const a = ipKey('2001:db8:abcd:12ff:1111:2222:3333:4444', 64)
+    const b = ipKey('2001:db8:abcd:12ff:ffff:ffff:ffff:ffff', 64)
+    expect(a).toBe('2001:db8:abcd:12ff::/64')
+    expect(b).toBe(a)
+    expect(ipKey('2001:db8:abcd:1300::1', 64)).not.toBe(a)
+  })
+
+  it('groups by /56 by default shape, masking inside a group', () => {
+    expect(ipKey('2001:db8:abcd:12ff::1', 56)).toBe('2001:db8:abcd:1200::/56')
+    expect(ipKey('2001:db8:abcd:1234::1', 56)).toBe('2001:db8:abcd:1200::/56')
+  })
+
+  it('keys on the full address when grouping is off', () => {
+    expect(ipKey('2001:db8::1', false)).toBe('2001:db8:0:0:0:0:0:1')
+  })
+
+  it('drops a zone index', () => {
+    expect(ipKey('fe80::1%eth0', 128)).toBe('fe80:0:0:0:0:0:0:1')
+  })
+
+  it('returns undefined for a missing or unusable address', () => {
+    expect(ipKey(undefined, 56)).toBeUndefined()
+    expect(ipKey('', 56)).toBeUndefined()
+    expect(ipKey('not-an-ip', 56)).toBeUndefined()
+  })
+})

@@ -1,0 +1,35 @@
+import { execFileSync } from 'node:child_process'
+import { existsSync } from 'node:fs'
+import { join } from 'node:path'
+
+// Users get the built packages, not our sources: each must load through `import` and `require`
+// by its package name, with the same exports. `npm test` builds them first.
+const root = join(__dirname, '..')
+const expected: Record<string, string[]> = {
+  '@tollgate/core': ['Limiter', 'MemoryStore', 'RedisStore', 'TollgateError', 'rateLimitHeaders', 'parseDuration'],
+  '@tollgate/express': ['rateLimit', 'RateLimit', 'MemoryStore', 'RedisStore'],
+  '@tollgate/fastify': ['rateLimit', 'RateLimit', 'MemoryStore', 'RedisStore'],
+  '@tollgate/koa': ['rateLimit', 'RateLimit', 'MemoryStore', 'RedisStore'],
+}
+
+function node(args: string[]): string {
+  return execFileSync(process.execPath, args, { cwd: root, encoding: 'utf8', timeout: 20_000 }).trim()
+}
+
+describe.each(Object.entries(expected))('the built %s package', (name, exportsExpected) => {
+  const dir = join(root, 'packages', name.replace('@tollgate/', ''), 'dist')
+
+  it('has been built (npm test runs npm run build first)', () => {
+    expect(existsSync(join(dir, 'index.js')) && existsSync(join(dir, 'index.cjs'))).toBe(true)
+    expect(existsSync(join(dir, 'index.d.ts')) && existsSync(join(dir, 'index.d.cts'))).toBe(true)
+  })
+
+  it('loads with require() and with import, exporting the same names', () => {
+    const required = JSON.parse(node(['-e', `console.log(JSON.stringify(Object.keys(require(${JSON.stringify(name)})).sort()))`]))
+    const imported = JSON.parse(
+      node(['--input-type=module', '-e', `const m = await import(${JSON.stringify(name)}); console.log(JSON.stringify(Object.keys(m).sort()))`]),
+    )
+    expect(imported).toEqual(required)
+    for (const exported of exportsExpected) expect(required).toContain(exported)
+  })
+})

@@ -1,0 +1,74 @@
+import { type Decision, Limiter, MemoryStore, RedisStore } from '@tollgate/core'
+import type { Redis } from 'ioredis'
+import { escapeGlob, keysWithoutTtl, newRedisClient, quitClient, scanKeys, testPrefix } from '../harness/redis'
+import { storeContract } from './store-contract'
+
+let client: Redis
+beforeAll(async () => {
+  client = newRedisClient()
+  await client.ping()
+})
+afterAll(() => quitClient(client))
+
+storeContract('memory', () => ({ store: new MemoryStore({ sweepIntervalMs: 0 }), prefix: 'm:' }))
+storeContract('Redis', () => ({ store: new RedisStore({ client, timeout: '2s' }), prefix: testPrefix('contract') }))
+storeContract('Redis, unbatched', () => ({ store: new RedisStore({ client, batch: false, timeout: '2s' }), prefix: testPrefix('contract-nobatch') }))
+
+describe('RedisStore keys', () => {
+  it('writes <prefix>{<client>}:<window index> with a TTL reaching just past the window end', async () => {
+    const prefix = testPrefix('layout')
+    const store = new RedisStore({ client, timeout: '2s' })
+    const now = Date.now()
+    await store.increment(`${prefix}{203.0.113.7}`, 1, 1000, now)
+    const key = `${prefix}{203.0.113.7}:${Math.floor(now / 1000)}`
+    expect(await client.get(key)).toBe('1')
+    const ttl = await client.pttl(key)
+    expect(ttl).toBeGreaterThan(0)
+    expect(ttl).toBeLessThanOrEqual(2000)
+    expect(await keysWithoutTtl(client, prefix)).toEqual([])
+  })
+
+  it('sends one round trip for the concurrent increments of one event-loop turn', async () => {
+    const prefix = testPrefix('batch')
+    const seen: number[] = []
+    const counting = new Proxy(client, {
+      get(target, prop, receiver) {
+        if (prop === 'multi') return (commands: unknown[][]) => (seen.push(commands.length), target.multi(commands as never))
+        return Reflect.get(target, prop, receiver)
+      },
+    })
+    const store = new RedisStore({ client: counting, timeout: '2s' })
+    const now = Date.now()
+    await Promise.all(Array.from({ length: 300 }, (_, i) => store.increment(`${prefix}{k${i % 30}}`, 1, 60_000, now)))
+    // 30 distinct keys merged from 300 increments: one transaction of 30 × (INCRBY + PEXPIRE).
+    expect(seen).toEqual([60])
+  })
+})
+
+describe('the over-limit cache', () => {
+  // A reference limiter on the memory store sees the same clock and requests; the Redis-backed
+  // limiter, with its cache, must make exactly the same decisions, across window edges too.
+  it('never refuses a request Redis would allow, across window boundaries', async () => {
+    let now = Math.floor(Date.now() / 1000) * 1000 + 10
+    const prefix = testPrefix('over-cache')
+    const clock = () => now
+    const redis = new Limiter({ max: 3, store: new RedisStore({ client, timeout: '2s' }), prefix, clock, key: (r: { k: string }) => r.k })
+    const memory = new Limiter({ max: 3, store: new MemoryStore({ sweepIntervalMs: 0 }), prefix, clock, key: (r: { k: string }) => r.k })
+    let seed = 7
+    const random = () => {
+      seed = (seed * 48271) % 2147483647
+      return seed / 2147483647
+    }
+    let cached = 0
+    for (let step = 0; step < 400; step++) {
+      now += Math.floor(random() * 60) // crosses a 1 s edge every ~30 steps
+      const req = { k: `c${Math.floor(random() * 3)}` }
+      const [a, b] = await Promise.all([redis.check(req), memory.check(req)])
+      expect({ step, allowed: (a as Decision).allowed }).toEqual({ step, allowed: (b as Decision).allowed })
+      if ((a as Decision).source === 'cache') cached++
+    }
+    expect(cached).toBeGreaterThan(20) // the cache really answered
+    expect(await keysWithoutTtl(client, prefix)).toEqual([])
+    expect((await scanKeys(client, `${escapeGlob(prefix)}*`)).length).toBeGreaterThan(0)
+  })
+})
