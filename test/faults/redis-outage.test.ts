@@ -1,0 +1,149 @@
+import { createServer, type Server } from 'node:http'
+import { type Limiter, rateLimit, RedisStore, type StoreErrorPolicy } from '@tollgate/express'
+import express from 'express'
+import { Redis } from 'ioredis'
+import { type RedisServer, startRedisServer } from '../harness/redis-server'
+import { close, get, listen } from '../support/http'
+import { loadLoop, type Sample, sleep } from '../support/load'
+
+// Fault tests: each starts its own redis-server so it can kill, freeze and restart it. The ioredis
+// client keeps its defaults (offline queue on, 20 retries per request): the limiter's own deadline
+// must bound every request whatever the client does.
+const DEADLINE_MS = 50
+// Loopback HTTP, the event loop of this jest worker and a loaded 2-core machine add their share.
+const MARGIN_MS = 250
+
+let redis: RedisServer
+let client: Redis
+let server: Server
+let url: string
+let limiter: Limiter<express.Request>
+const events = { storeError: 0, recover: 0 }
+const unhandled: unknown[] = []
+const onUnhandled = (reason: unknown) => void unhandled.push(reason)
+const quiet = { warn: () => {}, error: () => {} }
+
+async function start(onStoreError: StoreErrorPolicy, max = 1_000_000) {
+  redis = await startRedisServer()
+  client = new Redis(redis.url)
+  client.on('error', () => {}) // connection errors while the server is down are expected here
+  await client.ping()
+  const app = express()
+  app.set('trust proxy', 'loopback')
+  const middleware = rateLimit({ max, window: '1 minute', store: new RedisStore({ client, timeout: DEADLINE_MS }), onStoreError, logger: quiet })
+  limiter = middleware.limiter
+  limiter.on('storeError', () => events.storeError++)
+  limiter.on('recover', () => events.recover++)
+  app.use(middleware)
+  app.get('/', (req, res) => {
+    res.send(req.rateLimit?.source)
+  })
+  server = createServer(app)
+  url = await listen(server)
+}
+
+beforeEach(() => {
+  events.storeError = 0
+  events.recover = 0
+  unhandled.length = 0
+  process.on('unhandledRejection', onUnhandled)
+})
+afterEach(async () => {
+  process.off('unhandledRejection', onUnhandled)
+  await close(server)
+  client.disconnect()
+  await redis.stop()
+})
+
+const byClient = (i: number) => ({ 'X-Forwarded-For': `10.${(i >> 16) & 255}.${(i >> 8) & 255}.${i & 255}` })
+
+async function waitForSource(source: string, withinMs: number): Promise<number> {
+  const t = Date.now()
+  while (Date.now() - t < withinMs) {
+    const reply = await get(url, { headers: byClient(Math.floor(Math.random() * 1e6)) })
+    if (reply.body === source) return Date.now() - t
+    await sleep(50)
+  }
+  throw new Error(`no decision from "${source}" within ${withinMs} ms`)
+}
+
+function summary(samples: Sample[]) {
+  const statuses: Record<number, number> = {}
+  const sources: Record<string, number> = {}
+  for (const s of samples) {
+    statuses[s.status] = (statuses[s.status] ?? 0) + 1
+    sources[s.source] = (sources[s.source] ?? 0) + 1
+  }
+  return { n: samples.length, maxMs: Math.round(Math.max(...samples.map((s) => s.ms))), statuses, sources }
+}
+
+describe('Redis failures under load (default policy: fall back to memory)', () => {
+  it('SIGKILL: no request waits past the deadline, none fails, and decisions return to Redis after a restart', async () => {
+    await start('fallback')
+    const load = loadLoop(url, { concurrency: 20, maxMs: 8000, maxRequests: 20_000, headers: byClient })
+    await sleep(400)
+    await redis.kill('SIGKILL')
+    const killedAt = Date.now()
+    await sleep(1200)
+    await redis.restart()
+    const recoveredIn = await waitForSource('store', 5000)
+    await load.stop()
+    const during = load.samples.filter((s) => s.at > killedAt)
+    const report = summary(load.samples)
+    console.info('SIGKILL under load:', JSON.stringify({ ...report, duringOutage: summary(during), recoveredInMs: recoveredIn }))
+    expect(load.errors).toEqual([])
+    expect(report.statuses[500]).toBeUndefined()
+    expect(report.statuses[200]).toBe(report.n)
+    expect(report.maxMs).toBeLessThan(DEADLINE_MS + MARGIN_MS)
+    expect(report.sources.fallback).toBeGreaterThan(0)
+    expect(report.sources.store).toBeGreaterThan(0)
+    expect(events.storeError).toBeGreaterThan(0)
+    expect(events.recover).toBeGreaterThanOrEqual(1)
+    expect(unhandled).toEqual([])
+  })
+
+  it('SIGSTOP longer than the deadline: same guarantees, and recovery after SIGCONT', async () => {
+    await start('fallback')
+    const load = loadLoop(url, { concurrency: 20, maxMs: 8000, maxRequests: 20_000, headers: byClient })
+    await sleep(400)
+    redis.freeze()
+    const frozenAt = Date.now()
+    await sleep(1500)
+    redis.thaw()
+    const recoveredIn = await waitForSource('store', 5000)
+    await load.stop()
+    const report = summary(load.samples)
+    console.info('SIGSTOP under load:', JSON.stringify({ ...report, duringFreeze: summary(load.samples.filter((s) => s.at > frozenAt)), recoveredInMs: recoveredIn }))
+    expect(load.errors).toEqual([])
+    expect(report.statuses[200]).toBe(report.n)
+    expect(report.maxMs).toBeLessThan(DEADLINE_MS + MARGIN_MS)
+    expect(report.sources.fallback).toBeGreaterThan(0)
+    expect(events.recover).toBeGreaterThanOrEqual(1)
+    expect(unhandled).toEqual([])
+  })
+})
+
+describe.each([
+  ['fallback', { 200: 3, 429: 2 }, 'fallback'],
+  ['allow', { 200: 5 }, 'allow'],
+  ['deny', { 429: 5 }, 'deny'],
+] as const)('onStoreError "%s" while Redis is down', (policy, expected, source) => {
+  it(`answers ${JSON.stringify(expected)} for 5 requests of one client with max 3`, async () => {
+    await start(policy, 3)
+    await redis.kill('SIGKILL')
+    const replies = []
+    for (let i = 0; i < 5; i++) {
+      const t = performance.now()
+      replies.push({ ...(await get(url, { headers: { 'X-Forwarded-For': '192.0.2.1' } })), ms: performance.now() - t })
+    }
+    const statuses: Record<number, number> = {}
+    for (const r of replies) statuses[r.status] = (statuses[r.status] ?? 0) + 1
+    expect(statuses).toEqual(expected)
+    for (const r of replies) {
+      expect(r.ms).toBeLessThan(DEADLINE_MS + MARGIN_MS)
+      if (r.status === 200) expect(r.body).toBe(source)
+      else expect(r.headers['retry-after']).toBeDefined()
+    }
+    expect(events.storeError).toBeGreaterThanOrEqual(1)
+  })
+})
