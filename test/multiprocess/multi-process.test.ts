@@ -1,0 +1,49 @@
+import { type ChildProcess, spawn } from 'node:child_process'
+import { join } from 'node:path'
+import type { Redis } from 'ioredis'
+import { keysWithoutTtl, newRedisClient, quitClient, redisUrl, testPrefix } from '../harness/redis'
+import { get } from '../support/http'
+
+// Several Node processes behind one Redis enforce one global count exactly: the count lives in
+// Redis and every process decides from the value INCRBY returned.
+const PROCESSES = 4
+const children: ChildProcess[] = []
+let client: Redis
+
+beforeAll(() => {
+  client = newRedisClient()
+})
+afterAll(async () => {
+  for (const child of children) if (child.exitCode === null) child.kill('SIGTERM')
+  await quitClient(client)
+})
+
+function startWorker(env: Record<string, string>): Promise<number> {
+  const child = spawn(process.execPath, [join(__dirname, 'worker-server.mjs')], {
+    cwd: join(__dirname, '..', '..'),
+    env: { ...process.env, ...env },
+    stdio: ['pipe', 'pipe', 'inherit'],
+  })
+  children.push(child)
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error('worker did not start within 10 s (is the package built? npm run build)')), 10_000)
+    child.once('exit', (code) => reject(new Error(`worker exited with ${code} (is the package built? npm run build)`)))
+    child.stdout!.once('data', (chunk: Buffer) => {
+      clearTimeout(timer)
+      resolve(Number(chunk.toString().trim()))
+    })
+  })
+}
+
+it(`${PROCESSES} processes behind one Redis admit exactly 100 of 2000 concurrent requests from one client`, async () => {
+  const env = { REDIS_URL: redisUrl(), PREFIX: testPrefix('multi-process'), NOW: String(Date.now()), MAX: '100' }
+  const ports = await Promise.all(Array.from({ length: PROCESSES }, () => startWorker(env)))
+  const replies = await Promise.all(Array.from({ length: 2000 }, (_, i) => get(`http://127.0.0.1:${ports[i % PROCESSES]}/`, { timeoutMs: 20_000 })))
+  const statuses: Record<number, number> = {}
+  for (const r of replies) statuses[r.status] = (statuses[r.status] ?? 0) + 1
+  expect(statuses).toEqual({ 200: 100, 429: 1900 })
+  // Every process took part in the admissions and refusals.
+  const admittedBy = new Set(replies.filter((r) => r.status === 200).map((r) => r.body))
+  expect(admittedBy.size).toBeGreaterThan(1)
+  expect(await keysWithoutTtl(client, env.PREFIX)).toEqual([])
+})
