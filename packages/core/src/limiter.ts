@@ -31,6 +31,8 @@ export const UNKNOWN_CLIENT_KEY = 'unknown-ip'
 export const MAX_KEY_LENGTH = 200
 /** After a store failure, requests go straight to the failure policy for this long before Redis is tried again. */
 const STORE_RETRY_MS = 1000
+/** Prefixes in use per store in this process, to warn when two limiters would count into the same keys. */
+const prefixesInUse = new WeakMap<object, Set<string>>()
 /** Dynamic `max` values whose policy strings are kept rendered. */
 const MAX_CACHED_POLICIES = 256
 
@@ -64,6 +66,16 @@ export class Limiter<Req = unknown> extends EventEmitter {
     this.config = parseOptions(options, adapterKeys)
     this.hooks = hooks ?? { ip: () => undefined }
     this.diagnosing = this.hooks.diagnose !== undefined
+    const { store, prefix, logger } = this.config
+    let prefixes = prefixesInUse.get(store)
+    if (prefixes === undefined) prefixesInUse.set(store, (prefixes = new Set()))
+    if (prefixes.has(prefix)) {
+      // Two limits counting into one key add up each other's requests: each would refuse early.
+      logger.warn(
+        `Tollgate: two limiters share the prefix "${prefix}" on one store, so their counts add up; give each limiter its own prefix option`,
+      )
+    }
+    prefixes.add(prefix)
   }
 
   /**
