@@ -1,11 +1,11 @@
 import { createServer, type Server } from 'node:http'
-import { rateLimit, RedisStore } from '@tollgate/express'
+import { RedisStore, rateLimit } from '@tollgate/express'
 import express from 'express'
 import { Cluster } from 'ioredis'
-import { type RedisCluster, startRedisCluster } from '../harness/redis-cluster'
 import { testPrefix } from '../harness/redis'
-import { burst, close, listen } from '../support/http'
+import { type RedisCluster, startRedisCluster } from '../harness/redis-cluster'
 import { storeContract } from '../stores/store-contract'
+import { burst, close, listen } from '../support/http'
 
 // A real local Redis Cluster of three masters, made of redis-server processes on free ports.
 let cluster: RedisCluster
@@ -31,7 +31,15 @@ describe('Redis Cluster through Express', () => {
   it('admits exactly 50 of 500 concurrent requests from one client', async () => {
     const now = Date.now()
     const app = express()
-    app.use(rateLimit({ max: 50, window: '1 minute', store: new RedisStore({ client, timeout: '2s' }), prefix: testPrefix('cluster-burst'), clock: () => now }))
+    app.use(
+      rateLimit({
+        max: 50,
+        window: '1 minute',
+        store: new RedisStore({ client, timeout: '2s' }),
+        prefix: testPrefix('cluster-burst'),
+        clock: () => now,
+      }),
+    )
     app.get('/', (_req, res) => {
       res.send('ok')
     })
@@ -51,9 +59,7 @@ describe('Redis Cluster through Express', () => {
     const slotsOf = async (ip: string) =>
       new Set(await Promise.all([0, 1000].map((dt) => client.cluster('KEYSLOT', `${prefix}{${ip}}:${Math.floor((t + dt) / 1000)}`))))
     for (const ip of clients) expect((await slotsOf(ip)).size).toBe(1)
-    const masters = await Promise.all(
-      client.nodes('master').map(async (node) => Number(await node.dbsize())),
-    )
+    const masters = await Promise.all(client.nodes('master').map(async (node) => Number(await node.dbsize())))
     expect(masters.filter((n) => n > 0).length).toBeGreaterThan(1)
   })
 })

@@ -1,5 +1,5 @@
 import { type Decision, Limiter, rateLimitHeaders } from '@tollgate/core'
-import { parseDictionary, parseList, type Item } from 'structured-headers'
+import { type Item, parseDictionary, parseList } from 'structured-headers'
 
 function decisions(options: ConstructorParameters<typeof Limiter>[0], at: number, n: number): Decision[] {
   const limiter = new Limiter({ ...options, clock: () => at, key: () => 'client' })

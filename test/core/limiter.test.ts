@@ -97,8 +97,24 @@ describe('limiter decisions', () => {
     ['max', { max: () => Number.NaN }, /Option "max" returned NaN/],
     ['max', { max: () => -3 }, /Option "max" returned -3/],
     ['cost', { cost: () => 0.5 }, /Option "cost" returned 0\.5/],
-    ['key', { key: () => { throw new Error('boom') } }, /Option "key" threw boom/],
-    ['skip', { skip: () => { throw new Error('nope') } }, /Option "skip" threw nope/],
+    [
+      'key',
+      {
+        key: () => {
+          throw new Error('boom')
+        },
+      },
+      /Option "key" threw boom/,
+    ],
+    [
+      'skip',
+      {
+        skip: () => {
+          throw new Error('nope')
+        },
+      },
+      /Option "skip" threw nope/,
+    ],
   ])('turns a bad %s at request time into a TollgateError, logged once', async (_name, options, pattern) => {
     const { logger, lines } = silentLogger()
     const limiter = new Limiter({ key: () => 'c', ...(options as object), logger })

@@ -38,6 +38,25 @@ describe('options are validated once, at construction', () => {
     ['name', '', /"name"/],
     ['logger', {}, /"logger".*\(object\)/],
     ['clock', 5, /"clock".*5 \(number\)/],
+    ['algorithm', 'leaky-bucket', /"algorithm": expected "fixed-window", "sliding-window", "gcra", "sliding-log", got "leaky-bucket"/],
+    ['limits', [], /"limits".*an array of 0/],
+    ['limits', [{ max: 'x', window: '1s' }], /"limits\[0\]\.max".*"x" \(string\)/],
+    ['limits', [{ max: 1, window: '1 fortnight' }], /"limits\[0\]\.window".*"1 fortnight"/],
+    ['limits', [{ max: 1, window: '1s', windowMs: 5 }], /"limits\[0\]\.windowMs"/],
+    [
+      'limits',
+      [
+        { max: 1, window: '1s' },
+        { max: 2, window: 1000 },
+      ],
+      /"limits".*distinct windows/,
+    ],
+    ['burst', 0, /"burst".*0 \(number\)/],
+    ['burst', 5, /"burst": expected no burst unless algorithm is "gcra"/],
+    ['skipFailedRequests', 'yes', /"skipFailedRequests".*"yes"/],
+    ['skipSuccessfulRequests', 1, /"skipSuccessfulRequests".*1 \(number\)/],
+    ['requestWasSuccessful', true, /"requestWasSuccessful".*true \(boolean\)/],
+    ['shadow', 'on', /"shadow".*"on" \(string\)/],
   ]
 
   it.each(bad)('rejects %s = %p with an error naming the option and the value', (name, value, pattern) => {
@@ -62,14 +81,23 @@ describe('options are validated once, at construction', () => {
     } catch (e) {
       message = (e as Error).message
     }
-    const known = message.replace(/.*known options: /, '').replace(/ \[.*$/, '').split(', ')
+    const known = message
+      .replace(/.*known options: /, '')
+      .replace(/ \[.*$/, '')
+      .split(', ')
     expect(known.length).toBeGreaterThan(10)
     for (const name of known) expect(tested).toContain(name)
   })
 
   it('rejects an unknown option and suggests the one that was meant', () => {
-    expect(() => new Limiter({ windowMS: 1000 } as never)).toThrow(/Unknown option "windowMS" \(did you mean "window"\?\).*\[TG_UNKNOWN_OPTION\]/)
+    expect(() => new Limiter({ windowMS: 1000 } as never)).toThrow(
+      /Unknown option "windowMS" \(did you mean "window"\?\).*\[TG_UNKNOWN_OPTION\]/,
+    )
     expect(() => new Limiter({ limit: 5 } as never)).toThrow(/Unknown option "limit"/)
+  })
+
+  it('rejects limits given together with max or window', () => {
+    expect(() => new Limiter({ max: 5, limits: [{ max: 1, window: '1s' }] })).toThrow(/"limits": expected limits without max or window/)
   })
 
   it('rejects options that are not an object', () => {
@@ -78,12 +106,21 @@ describe('options are validated once, at construction', () => {
 
   it('fills defaults: 10 per second, draft-8 headers, 429, fallback on store errors', () => {
     const { config } = new Limiter()
-    expect(config).toMatchObject({ max: 10, windowMs: 1000, prefix: 'tg:', headers: 'draft-8', legacyHeaders: false, statusCode: 429, ipv6Subnet: 56, onStoreError: 'fallback' })
+    expect(config).toMatchObject({
+      max: 10,
+      windowMs: 1000,
+      prefix: 'tg:',
+      headers: 'draft-8',
+      legacyHeaders: false,
+      statusCode: 429,
+      ipv6Subnet: 56,
+      onStoreError: 'fallback',
+    })
     expect(config.store).toBeInstanceOf(MemoryStore)
     expect(Object.isFrozen(config)).toBe(true)
   })
 
-  it('never mutates the caller\'s options object', () => {
+  it("never mutates the caller's options object", () => {
     const options = Object.freeze({ max: 3, window: '1 minute' as const })
     const { config } = new Limiter(options)
     expect(config.windowMs).toBe(60_000)

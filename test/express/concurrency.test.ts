@@ -1,5 +1,5 @@
 import { createServer, type Server } from 'node:http'
-import { MemoryStore, rateLimit, RedisStore, type Store } from '@tollgate/express'
+import { MemoryStore, RedisStore, rateLimit, type Store } from '@tollgate/express'
 import express from 'express'
 import type { Redis } from 'ioredis'
 import { escapeGlob, keysWithoutTtl, newRedisClient, quitClient, scanKeys, testPrefix } from '../harness/redis'

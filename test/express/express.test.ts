@@ -1,5 +1,5 @@
 import { createServer } from 'node:http'
-import { type Decision, MemoryStore, RateLimit, rateLimit, RedisStore } from '@tollgate/express'
+import { type Decision, MemoryStore, RateLimit, RedisStore, rateLimit } from '@tollgate/express'
 import express from 'express'
 import express4 from 'express4'
 import { parseList } from 'structured-headers'
@@ -55,12 +55,16 @@ describe.each([
   })
 
   it('sends a custom message, status code, or handler', async () => {
-    await request(createServer(app({ max: 0, message: 'slow down' }))).get('/').expect(429, 'slow down')
+    await request(createServer(app({ max: 0, message: 'slow down' })))
+      .get('/')
+      .expect(429, 'slow down')
     await request(createServer(app({ max: 0, message: { error: 'too many' } })))
       .get('/')
       .expect('content-type', /application\/json/)
       .expect(429, { error: 'too many' })
-    await request(createServer(app({ max: 0, statusCode: 503 }))).get('/').expect(503)
+    await request(createServer(app({ max: 0, statusCode: 503 })))
+      .get('/')
+      .expect(503)
     const handled = makeApp()
     handled.use(
       rateLimit({

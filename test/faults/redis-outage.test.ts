@@ -1,5 +1,5 @@
 import { createServer, type Server } from 'node:http'
-import { type Limiter, rateLimit, RedisStore, type StoreErrorPolicy } from '@tollgate/express'
+import { type Limiter, RedisStore, rateLimit, type StoreErrorPolicy } from '@tollgate/express'
 import express from 'express'
 import { Redis } from 'ioredis'
 import { type RedisServer, startRedisServer } from '../harness/redis-server'
@@ -30,7 +30,13 @@ async function start(onStoreError: StoreErrorPolicy, max = 1_000_000) {
   await client.ping()
   const app = express()
   app.set('trust proxy', 'loopback')
-  const middleware = rateLimit({ max, window: '1 minute', store: new RedisStore({ client, timeout: DEADLINE_MS }), onStoreError, logger: quiet })
+  const middleware = rateLimit({
+    max,
+    window: '1 minute',
+    store: new RedisStore({ client, timeout: DEADLINE_MS }),
+    onStoreError,
+    logger: quiet,
+  })
   limiter = middleware.limiter
   limiter.on('storeError', () => events.storeError++)
   limiter.on('recover', () => events.recover++)
@@ -113,7 +119,10 @@ describe('Redis failures under load (default policy: fall back to memory)', () =
     const recoveredIn = await waitForSource('store', 5000)
     await load.stop()
     const report = summary(load.samples)
-    console.info('SIGSTOP under load:', JSON.stringify({ ...report, duringFreeze: summary(load.samples.filter((s) => s.at > frozenAt)), recoveredInMs: recoveredIn }))
+    console.info(
+      'SIGSTOP under load:',
+      JSON.stringify({ ...report, duringFreeze: summary(load.samples.filter((s) => s.at > frozenAt)), recoveredInMs: recoveredIn }),
+    )
     expect(load.errors).toEqual([])
     expect(report.statuses[200]).toBe(report.n)
     expect(report.maxMs).toBeLessThan(DEADLINE_MS + MARGIN_MS)

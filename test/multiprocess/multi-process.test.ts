@@ -38,7 +38,9 @@ function startWorker(env: Record<string, string>): Promise<number> {
 it(`${PROCESSES} processes behind one Redis admit exactly 100 of 2000 concurrent requests from one client`, async () => {
   const env = { REDIS_URL: redisUrl(), PREFIX: testPrefix('multi-process'), NOW: String(Date.now()), MAX: '100' }
   const ports = await Promise.all(Array.from({ length: PROCESSES }, () => startWorker(env)))
-  const replies = await Promise.all(Array.from({ length: 2000 }, (_, i) => get(`http://127.0.0.1:${ports[i % PROCESSES]}/`, { timeoutMs: 20_000 })))
+  const replies = await Promise.all(
+    Array.from({ length: 2000 }, (_, i) => get(`http://127.0.0.1:${ports[i % PROCESSES]}/`, { timeoutMs: 20_000 })),
+  )
   const statuses: Record<number, number> = {}
   for (const r of replies) statuses[r.status] = (statuses[r.status] ?? 0) + 1
   expect(statuses).toEqual({ 200: 100, 429: 1900 })

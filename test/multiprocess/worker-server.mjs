@@ -1,14 +1,17 @@
 // One of several Node processes sharing one Redis, for the multi-process test. Uses the BUILT
 // packages (as users do). Prints its port on stdout once listening.
+
+import { RedisStore, rateLimit } from '@tollgate/express'
 import express from 'express'
 import { Redis } from 'ioredis'
-import { rateLimit, RedisStore } from '@tollgate/express'
 
 const { REDIS_URL, PREFIX, NOW, MAX } = process.env
 const client = new Redis(REDIS_URL)
 const now = Number(NOW)
 const app = express()
-app.use(rateLimit({ max: Number(MAX), window: '1 minute', prefix: PREFIX, clock: () => now, store: new RedisStore({ client, timeout: '2s' }) }))
+app.use(
+  rateLimit({ max: Number(MAX), window: '1 minute', prefix: PREFIX, clock: () => now, store: new RedisStore({ client, timeout: '2s' }) }),
+)
 app.get('/', (_req, res) => {
   res.send(String(process.pid))
 })

@@ -61,7 +61,8 @@ export function storeContract(name: string, make: () => { store: Store; prefix: 
     it('keeps many keys apart under concurrency', async () => {
       const { store, prefix } = make()
       const calls: Array<Promise<number>> = []
-      for (let round = 0; round < 5; round++) for (let k = 0; k < 100; k++) calls.push(Promise.resolve(store.increment(`${prefix}{k${k}}`, 1, W, t0)))
+      for (let round = 0; round < 5; round++)
+        for (let k = 0; k < 100; k++) calls.push(Promise.resolve(store.increment(`${prefix}{k${k}}`, 1, W, t0)))
       const counts = await Promise.all(calls)
       for (let k = 0; k < 100; k++) {
         expect([0, 1, 2, 3, 4].map((round) => counts[round * 100 + k]).sort()).toEqual([1, 2, 3, 4, 5])

@@ -12,7 +12,10 @@ afterAll(() => quitClient(client))
 
 storeContract('memory', () => ({ store: new MemoryStore({ sweepIntervalMs: 0 }), prefix: 'm:' }))
 storeContract('Redis', () => ({ store: new RedisStore({ client, timeout: '2s' }), prefix: testPrefix('contract') }))
-storeContract('Redis, unbatched', () => ({ store: new RedisStore({ client, batch: false, timeout: '2s' }), prefix: testPrefix('contract-nobatch') }))
+storeContract('Redis, unbatched', () => ({
+  store: new RedisStore({ client, batch: false, timeout: '2s' }),
+  prefix: testPrefix('contract-nobatch'),
+}))
 
 describe('RedisStore keys', () => {
   it('writes <prefix>{<client>}:<window index> with a TTL reaching just past the window end', async () => {

@@ -24,14 +24,18 @@ export function close(server: Server): Promise<void> {
 /** One real HTTP request over its own connection (no agent pooling), bounded in time. */
 export function get(url: string, options: { method?: string; headers?: Record<string, string>; timeoutMs?: number } = {}): Promise<Reply> {
   return new Promise((resolve, reject) => {
-    const req = request(url, { method: options.method ?? 'GET', headers: options.headers, agent: false, timeout: options.timeoutMs ?? 10_000 }, (res) => {
-      let body = ''
-      res.setEncoding('utf8')
-      res.on('data', (chunk: string) => {
-        body += chunk
-      })
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, headers: res.headers, body }))
-    })
+    const req = request(
+      url,
+      { method: options.method ?? 'GET', headers: options.headers, agent: false, timeout: options.timeoutMs ?? 10_000 },
+      (res) => {
+        let body = ''
+        res.setEncoding('utf8')
+        res.on('data', (chunk: string) => {
+          body += chunk
+        })
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, headers: res.headers, body }))
+      },
+    )
     req.on('timeout', () => req.destroy(new Error(`request to ${url} timed out`)))
     req.on('error', reject)
     req.end()

@@ -48,6 +48,8 @@ function names(decisions: readonly Decision[]): string[] {
 export function rateLimitHeaders(decisions: readonly Decision[], style: HeaderStyle | false, legacy: boolean): Record<string, string> {
   const headers: Record<string, string> = {}
   if (decisions.length === 0) return headers
+  // A limiter with several limits returns its decisive decision carrying all of them.
+  if (decisions.some((d) => d.limits !== undefined)) decisions = decisions.flatMap((d) => d.limits ?? [d])
   const main = decisive(decisions)
   if (style === 'draft-8') {
     if (decisions.length === 1) {

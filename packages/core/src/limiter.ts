@@ -1,14 +1,15 @@
 import { createHash } from 'node:crypto'
 import { EventEmitter } from 'node:events'
 import { STATUS_CODES } from 'node:http'
-import { describeDuration, formatDuration } from './duration'
+import { type ConsumeCall, type ConsumeResult, decisionOf, type LimitSpec, makeLimit, pickDecision } from './algorithms'
+import { describeDuration } from './duration'
 import { describeValue, TollgateError } from './errors'
 import { rateLimitHeaders } from './headers'
 import { ipKey } from './ip'
 import { MemoryStore } from './memory-store'
 import { type Config, parseOptions } from './options'
 import type { MaybePromise } from './store'
-import type { Decision, DecisionSource, LimiterOptions, Policy } from './types'
+import type { Decision, DecisionSource, LimiterOptions } from './types'
 
 /** What an adapter tells the core about its framework's requests. */
 export interface AdapterHooks<Req> {
@@ -50,8 +51,15 @@ export function isThenable<T>(value: MaybePromise<T>): value is Promise<T> {
 export class Limiter<Req = unknown> extends EventEmitter {
   readonly config: Config<Req>
   private readonly hooks: AdapterHooks<Req>
-  private readonly policies = new Map<number, Policy>()
-  private readonly rejections = new Map<Policy, Rejection>()
+  private readonly singleLimits = new Map<number, LimitSpec>()
+  /** Single-limit fixed window: the batched INCRBY path with the over-limit cache. */
+  private readonly fast: boolean
+  /** Refunds are on: remember each admitted call so it can be undone after the response. */
+  private readonly refunds: boolean
+  private readonly calls = new WeakMap<Decision, ConsumeCall>()
+  private sequence = 0
+  private readonly instance = Math.random().toString(36).slice(2, 10)
+  private readonly rejections = new Map<Decision['policy'], Rejection>()
   /** Clients already over the limit in window `overWindow`, with the count the store last returned. */
   private readonly over = new Map<string, number>()
   private overWindow = -1
@@ -66,6 +74,8 @@ export class Limiter<Req = unknown> extends EventEmitter {
     this.config = parseOptions(options, adapterKeys)
     this.hooks = hooks ?? { ip: () => undefined }
     this.diagnosing = this.hooks.diagnose !== undefined
+    this.fast = this.config.algorithm === 'fixed-window' && this.config.limits === undefined
+    this.refunds = this.config.skipFailedRequests || this.config.skipSuccessfulRequests
     const { store, prefix, logger } = this.config
     let prefixes = prefixesInUse.get(store)
     if (prefixes === undefined) prefixesInUse.set(store, (prefixes = new Set()))
@@ -102,13 +112,75 @@ export class Limiter<Req = unknown> extends EventEmitter {
 
   /**
    * Counts `cost` units against `key` outside HTTP (queues, GraphQL resolvers). `key` is used as the
-   * client key as it is (hashed when longer than MAX_KEY_LENGTH).
+   * client key as it is (hashed when longer than MAX_KEY_LENGTH). `max` is needed only when the
+   * limiter's `max` is a function.
    */
   consume(key: string, cost = 1, max?: number): MaybePromise<Decision> {
-    const limit = max ?? (typeof this.config.max === 'number' ? this.config.max : undefined)
-    if (limit === undefined)
-      throw new TollgateError("consume() needs a max when the limiter's max is a function", 'TG_INVALID_REQUEST_VALUE')
-    return this.count(this.clientKey(this.validKey('key', key)), this.validCount('max', limit), this.validCount('cost', cost))
+    return this.count(this.clientKey(this.validKey('key', key)), this.staticMax(max), this.validCount('cost', cost))
+  }
+
+  /** What `key` has used so far, without counting anything (a request of cost 0). */
+  peek(key: string, max?: number): MaybePromise<Decision> {
+    const clientKey = this.clientKey(this.validKey('key', key))
+    const limit = this.staticMax(max)
+    if (!this.fast) return this.count(clientKey, limit, 0)
+    const c = this.config
+    const now = c.clock()
+    const counted = c.store.get(`${c.prefix}{${clientKey}}`, c.windowMs, now)
+    return isThenable(counted)
+      ? counted.then((n) => this.decide(clientKey, n, limit, 0, now, 'store'))
+      : this.decide(clientKey, counted, limit, 0, now, 'store')
+  }
+
+  /** Forgets everything counted for `key` (in the current window, for the window algorithms). */
+  reset(key: string): MaybePromise<void> {
+    const c = this.config
+    const clientKey = this.clientKey(this.validKey('key', key))
+    const base = `${c.prefix}{${clientKey}}`
+    this.over.delete(base)
+    const now = c.clock()
+    if (this.fast) return c.store.reset(base, c.windowMs, now)
+    return c.store.forget(this.callFor(base, this.limitsFor(this.staticMax(undefined, 0)), 0, now))
+  }
+
+  /**
+   * Called by adapters once the response is done, for `skipFailedRequests`/`skipSuccessfulRequests`:
+   * refunds the request when its outcome says it should not count. Never throws.
+   */
+  complete(req: Req, res: unknown, decision: Decision, statusCode: number): void {
+    if (!this.refunds || !decision.allowed) return
+    const c = this.config
+    const settle = (succeeded: boolean) => {
+      if (succeeded ? c.skipSuccessfulRequests : c.skipFailedRequests) void this.refund(decision)
+    }
+    try {
+      const verdict = c.requestWasSuccessful === undefined ? statusCode < 400 : c.requestWasSuccessful(req, res)
+      if (isThenable(verdict))
+        verdict.then(
+          (v) => settle(v === true),
+          (e) => this.requestError('requestWasSuccessful', e),
+        )
+      else settle(verdict === true)
+    } catch (error) {
+      this.requestError('requestWasSuccessful', error)
+    }
+  }
+
+  /** Undoes an admitted decision, within its own window only and never below zero. */
+  async refund(decision: Decision): Promise<void> {
+    const call = this.calls.get(decision)
+    if (call === undefined || !decision.allowed || decision.shadowed) return
+    this.calls.delete(decision)
+    try {
+      await (decision.source === 'fallback' ? this.fallback?.refund(call) : this.config.store.refund(call))
+    } catch (error) {
+      this.emit('storeError', error)
+    }
+  }
+
+  /** True when adapters must report each response's outcome through `complete()` (refund options). */
+  get wantsCompletion(): boolean {
+    return this.refunds
   }
 
   /** The header record for the decisions made on one request, in this limiter's header style. */
@@ -172,10 +244,11 @@ export class Limiter<Req = unknown> extends EventEmitter {
     const c = this.config
     const now = c.clock()
     const base = `${c.prefix}{${clientKey}}`
+    if (!this.fast) return this.consumeCall(this.callFor(base, this.limitsFor(max), cost, now), clientKey)
     if (c.store.local) {
       const counted = c.store.increment(base, cost, c.windowMs, now)
-      if (!isThenable(counted)) return this.decide(clientKey, counted, max, now, 'store')
-      return counted.then((n) => this.decide(clientKey, n, max, now, 'store'))
+      if (!isThenable(counted)) return this.decide(clientKey, counted, max, cost, now, 'store', base)
+      return counted.then((n) => this.decide(clientKey, n, max, cost, now, 'store', base))
     }
 
     const index = Math.floor(now / c.windowMs)
@@ -186,8 +259,9 @@ export class Limiter<Req = unknown> extends EventEmitter {
     }
     // Within one fixed window a count only grows, so a client seen over the limit stays over it
     // until the window ends: answer without a round trip.
-    const known = this.over.get(base)
-    if (known !== undefined && known + cost > max) return this.decide(clientKey, known + cost, max, now, 'cache')
+    // (Off with refunds: a refund elsewhere can bring a count back under the limit.)
+    const known = this.refunds ? undefined : this.over.get(base)
+    if (known !== undefined && known + cost > max) return this.decide(clientKey, known + cost, max, cost, now, 'cache')
 
     if (now < this.storeDownUntil) return this.onStoreError(undefined, base, clientKey, max, cost, now)
     let counted: MaybePromise<number>
@@ -196,52 +270,127 @@ export class Limiter<Req = unknown> extends EventEmitter {
     } catch (error) {
       return this.onStoreError(error, base, clientKey, max, cost, now)
     }
-    if (!isThenable(counted)) return this.fromStore(base, clientKey, counted, max, now, index)
+    if (!isThenable(counted)) return this.fromStore(base, clientKey, counted, max, cost, now, index)
     return counted.then(
-      (n) => this.fromStore(base, clientKey, n, max, now, index),
+      (n) => this.fromStore(base, clientKey, n, max, cost, now, index),
       (error) => this.onStoreError(error, base, clientKey, max, cost, now),
     )
   }
 
-  private fromStore(base: string, clientKey: string, count: number, max: number, now: number, index: number): Decision {
+  private fromStore(base: string, clientKey: string, count: number, max: number, cost: number, now: number, index: number): Decision {
     if (this.degraded) this.recovered()
     // Only cache a verdict for the window it was made in; a reply can arrive after the edge.
-    if (count > max && index === this.overWindow) this.over.set(base, count)
-    return this.decide(clientKey, count, max, now, 'store')
+    if (count > max && index === this.overWindow && !this.refunds) this.over.set(base, count)
+    return this.decide(clientKey, count, max, cost, now, 'store', base)
+  }
+
+  /** Every algorithm but the single-limit fixed window: one atomic store call for all limits. */
+  private consumeCall(call: ConsumeCall, clientKey: string): MaybePromise<Decision> {
+    const store = this.config.store
+    if (!store.local && call.now < this.storeDownUntil) return this.consumeFailed(undefined, call, clientKey)
+    let result: MaybePromise<ConsumeResult>
+    try {
+      result = store.consume(call)
+    } catch (error) {
+      return this.consumeFailed(error, call, clientKey)
+    }
+    if (!isThenable(result)) return this.fromConsume(call, result, clientKey, 'store')
+    return result.then(
+      (r) => {
+        if (this.degraded) this.recovered()
+        return this.fromConsume(call, r, clientKey, 'store')
+      },
+      (error) => this.consumeFailed(error, call, clientKey),
+    )
+  }
+
+  private fromConsume(call: ConsumeCall, result: ConsumeResult, clientKey: string, source: Decision['source']): Decision {
+    let decision: Decision
+    if (call.limits.length === 1) decision = decisionOf(call, result, 0, clientKey, source)
+    else {
+      const all = call.limits.map((_, i) => decisionOf(call, result, i, clientKey, source))
+      decision = { ...pickDecision(all), limits: all }
+    }
+    decision.cost = call.cost
+    if (this.refunds && decision.allowed) this.calls.set(decision, call)
+    return this.finish(decision)
+  }
+
+  private consumeFailed(error: unknown, call: ConsumeCall, clientKey: string): Decision {
+    const c = this.config
+    if (error !== undefined) this.storeFailed(error, call.now)
+    if (c.onStoreError === 'fallback') {
+      this.fallback ??= new MemoryStore()
+      return this.fromConsume(call, this.fallback.consume(call), clientKey, 'fallback')
+    }
+    const allowed = c.onStoreError === 'allow'
+    const values: number[] = []
+    for (const limit of call.limits) {
+      // Numbers that make decisionOf report a full (allow) or an exhausted (deny) quota.
+      if (call.algorithm === 'gcra') values.push(call.now, allowed ? call.now : call.now + limit.windowMs * 2)
+      else if (call.algorithm === 'sliding-log') values.push(allowed ? 0 : limit.max, call.now)
+      else values.push(allowed ? 0 : limit.max, allowed ? 0 : limit.max)
+    }
+    return this.fromConsume(call, { allowed, values }, clientKey, c.onStoreError)
+  }
+
+  private callFor(base: string, limits: readonly LimitSpec[], cost: number, now: number): ConsumeCall {
+    return {
+      algorithm: this.config.algorithm,
+      base,
+      limits,
+      cost,
+      now,
+      id: `${this.instance}:${(this.sequence = (this.sequence + 1) % 1e9)}`,
+    }
+  }
+
+  private limitsFor(max: number): readonly LimitSpec[] {
+    return this.config.limits ?? [this.limitFor(max)]
+  }
+
+  private staticMax(max: number | undefined, fallback?: number): number {
+    const limit = max ?? (typeof this.config.max === 'number' ? this.config.max : fallback)
+    if (limit === undefined)
+      throw new TollgateError("this call needs a max when the limiter's max is a function", 'TG_INVALID_REQUEST_VALUE')
+    return this.validCount('max', limit)
+  }
+
+  private finish(decision: Decision): Decision {
+    if (!decision.allowed) {
+      this.emit('limited', decision)
+      if (this.config.shadow) {
+        // Shadow mode: the verdict is reported (headers, events) but never enforced.
+        decision.allowed = true
+        decision.shadowed = true
+        decision.retryAfterMs = 0
+      }
+    }
+    return decision
+  }
+
+  private storeFailed(error: unknown, now: number): void {
+    const c = this.config
+    this.storeDownUntil = now + STORE_RETRY_MS
+    if (!this.degraded) {
+      this.degraded = true
+      c.logger.error(
+        `Tollgate: the store failed (${error instanceof Error ? error.message : describeValue(error)}); applying onStoreError "${c.onStoreError}" until it answers again`,
+        error,
+      )
+    }
+    this.emit('storeError', error)
   }
 
   private onStoreError(error: unknown, base: string, clientKey: string, max: number, cost: number, now: number): Decision {
     const c = this.config
-    if (error !== undefined) {
-      this.storeDownUntil = now + STORE_RETRY_MS
-      if (!this.degraded) {
-        this.degraded = true
-        c.logger.error(
-          `Tollgate: the store failed (${error instanceof Error ? error.message : describeValue(error)}); applying onStoreError "${c.onStoreError}" until it answers again`,
-          error,
-        )
-      }
-      this.emit('storeError', error)
-    }
+    if (error !== undefined) this.storeFailed(error, now)
     if (c.onStoreError === 'fallback') {
       this.fallback ??= new MemoryStore()
-      return this.decide(clientKey, this.fallback.increment(base, cost, c.windowMs, now), max, now, 'fallback')
+      return this.decide(clientKey, this.fallback.increment(base, cost, c.windowMs, now), max, cost, now, 'fallback', base)
     }
-    const policy = this.policyFor(max)
-    const resetAt = (Math.floor(now / c.windowMs) + 1) * c.windowMs
     const allowed = c.onStoreError === 'allow'
-    return {
-      allowed,
-      limit: max,
-      remaining: allowed ? max : 0,
-      count: 0,
-      resetAt,
-      retryAfterMs: allowed ? 0 : resetAt - now,
-      at: now,
-      key: clientKey,
-      policy,
-      source: c.onStoreError,
-    }
+    return this.decide(clientKey, allowed ? 0 : max + Math.max(cost, 1), max, cost, now, c.onStoreError)
   }
 
   private recovered(): void {
@@ -251,11 +400,19 @@ export class Limiter<Req = unknown> extends EventEmitter {
     this.emit('recover')
   }
 
-  private decide(clientKey: string, count: number, max: number, now: number, source: DecisionSource): Decision {
+  private decide(
+    clientKey: string,
+    count: number,
+    max: number,
+    cost: number,
+    now: number,
+    source: DecisionSource,
+    base?: string,
+  ): Decision {
     const windowMs = this.config.windowMs
     const resetAt = (Math.floor(now / windowMs) + 1) * windowMs
     const allowed = count <= max
-    return {
+    const decision: Decision = {
       allowed,
       limit: max,
       remaining: allowed ? max - count : 0,
@@ -264,19 +421,25 @@ export class Limiter<Req = unknown> extends EventEmitter {
       retryAfterMs: allowed ? 0 : resetAt - now,
       at: now,
       key: clientKey,
-      policy: this.policyFor(max),
+      policy: this.limitFor(max).policy,
       source,
+      cost,
     }
+    if (this.refunds && allowed && base !== undefined) {
+      const call = this.callFor(base, [this.limitFor(max)], cost, now)
+      this.calls.set(decision, call)
+    }
+    return allowed && !this.config.shadow ? decision : this.finish(decision)
   }
 
-  private policyFor(max: number): Policy {
-    let policy = this.policies.get(max)
-    if (policy === undefined) {
-      const { windowMs, name } = this.config
-      policy = Object.freeze({ name: name ?? `${max}-per-${formatDuration(windowMs)}`, limit: max, windowMs })
-      if (this.policies.size < MAX_CACHED_POLICIES) this.policies.set(max, policy)
+  private limitFor(max: number): LimitSpec {
+    let limit = this.singleLimits.get(max)
+    if (limit === undefined) {
+      const { windowMs, name, burst } = this.config
+      limit = makeLimit(max, windowMs, burst, name)
+      if (this.singleLimits.size < MAX_CACHED_POLICIES) this.singleLimits.set(max, limit)
     }
-    return policy
+    return limit
   }
 
   private ipKeyOf(req: Req): string {

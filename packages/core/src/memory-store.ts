@@ -1,3 +1,4 @@
+import { type ConsumeCall, type ConsumeResult, stem } from './algorithms'
 import { type Store, windowIndex } from './store'
 
 export interface MemoryStoreOptions {
@@ -14,7 +15,20 @@ export interface MemoryStoreOptions {
 interface WindowCounts {
   index: number
   counts: Map<string, number>
+  /** Counts of window index − 1, kept only once a sliding-window limit uses this window length. */
+  previous: Map<string, number>
+  sliding: boolean
 }
+
+interface Log {
+  windowMs: number
+  /** Admission times, ascending, one per unit. */
+  times: number[]
+  /** The call id and unit of each entry, so a refund removes exactly its own. */
+  members: string[]
+}
+
+const EMPTY: Map<string, number> = new Map()
 
 /**
  * The default store: fixed windows aligned to the clock, kept in this process.
@@ -27,6 +41,9 @@ interface WindowCounts {
 export class MemoryStore implements Store {
   readonly local = true
   private readonly groups = new Map<number, WindowCounts>()
+  /** GCRA theoretical arrival times. */
+  private readonly tats = new Map<string, number>()
+  private readonly logs = new Map<string, Log>()
   private readonly clock: () => number
   private timer: NodeJS.Timeout | undefined
 
@@ -57,17 +74,161 @@ export class MemoryStore implements Store {
     if (group !== undefined && group.index === windowIndex(now, windowMs)) group.counts.delete(key)
   }
 
-  /** Drops every window that has ended by `now`. Runs on a timer; callable directly in tests. */
-  prune(now: number): void {
-    for (const [windowMs, group] of this.groups) {
-      if (windowIndex(now, windowMs) > group.index) this.groups.delete(windowMs)
+  /**
+   * The memory twin of the Redis scripts in redis-commands.ts: check every limit, then update all or
+   * none, with the same arithmetic, so both stores decide alike.
+   */
+  consume(call: ConsumeCall): ConsumeResult {
+    const { cost, now, limits } = call
+    const values: number[] = []
+    let ok = true
+    switch (call.algorithm) {
+      case 'fixed-window':
+      case 'sliding-window': {
+        const sliding = call.algorithm === 'sliding-window'
+        for (let i = 0; i < limits.length; i++) {
+          const { max, windowMs: w } = limits[i]!
+          const group = this.group(w, now)
+          if (sliding) group.sliding = true
+          const key = stem(call, i)
+          const cur = group.counts.get(key) ?? 0
+          if (sliding) {
+            const prev = group.previous.get(key) ?? 0
+            const e = now - Math.floor(now / w) * w
+            values.push(prev, cur)
+            if (prev * (w - e) + (cur + cost) * w > max * w) ok = false
+          } else {
+            values.push(cur, cur)
+            if (cur + cost > max) ok = false
+          }
+        }
+        if (ok) {
+          for (let i = 0; i < limits.length; i++) {
+            const counts = this.group(limits[i]!.windowMs, now).counts
+            const key = stem(call, i)
+            const count = (counts.get(key) ?? 0) + cost
+            counts.set(key, count)
+            if (!sliding) values[2 * i + 1] = count
+          }
+        }
+        break
+      }
+      case 'gcra': {
+        const next: number[] = []
+        for (let i = 0; i < limits.length; i++) {
+          const { max, windowMs: w, burst } = limits[i]!
+          const stored = this.tats.get(`${stem(call, i)}:gcra`)
+          const tat = stored !== undefined && stored > now ? stored : now
+          let tatAfter = tat
+          if (max > 0) {
+            const t = w / max
+            tatAfter = Math.ceil(tat + t * cost)
+            if (tatAfter - burst * t > now) ok = false
+          } else ok = false
+          values.push(tat, tatAfter)
+          next.push(tatAfter)
+        }
+        if (ok) for (let i = 0; i < limits.length; i++) this.tats.set(`${stem(call, i)}:gcra`, next[i]!)
+        break
+      }
+      case 'sliding-log': {
+        const logs: Log[] = []
+        for (let i = 0; i < limits.length; i++) {
+          const { max, windowMs: w } = limits[i]!
+          const log = this.log(`${stem(call, i)}:log`, w)
+          let drop = 0
+          while (drop < log.times.length && log.times[drop]! <= now - w) drop++
+          if (drop > 0) {
+            log.times.splice(0, drop)
+            log.members.splice(0, drop)
+          }
+          const c = log.times.length
+          const idx = Math.max(0, c + cost - max - 1)
+          values.push(c, log.times[idx] ?? now)
+          if (c + cost > max) ok = false
+          logs.push(log)
+        }
+        if (ok) {
+          for (const log of logs) {
+            for (let j = 1; j <= cost; j++) {
+              // Keep times ascending even if the clock steps back.
+              let at = log.times.length
+              while (at > 0 && log.times[at - 1]! > now) at--
+              log.times.splice(at, 0, now)
+              log.members.splice(at, 0, `${call.id}:${j}`)
+            }
+          }
+        }
+        break
+      }
+    }
+    return { allowed: ok, values }
+  }
+
+  /** Undoes an admitted `consume` (or `increment`) call, within its own window only, never below zero. */
+  refund(call: ConsumeCall): void {
+    const { cost, now, limits } = call
+    for (let i = 0; i < limits.length; i++) {
+      const { max, windowMs: w } = limits[i]!
+      const key = stem(call, i)
+      if (call.algorithm === 'fixed-window' || call.algorithm === 'sliding-window') {
+        const group = this.groups.get(w)
+        if (group === undefined || group.index !== windowIndex(now, w)) continue
+        const c = group.counts.get(key)
+        if (c !== undefined && c > 0) group.counts.set(key, c - Math.min(c, cost))
+      } else if (call.algorithm === 'gcra') {
+        const stored = this.tats.get(`${key}:gcra`)
+        if (stored === undefined) continue
+        const back = Math.ceil(stored - (w / max) * cost)
+        if (back > now) this.tats.set(`${key}:gcra`, back)
+        else this.tats.delete(`${key}:gcra`)
+      } else {
+        const log = this.logs.get(`${key}:log`)
+        if (log === undefined) continue
+        for (let j = 1; j <= cost; j++) {
+          const at = log.members.indexOf(`${call.id}:${j}`)
+          if (at !== -1) {
+            log.times.splice(at, 1)
+            log.members.splice(at, 1)
+          }
+        }
+      }
     }
   }
 
-  /** Number of client counts held, across all window lengths. */
+  /** Forgets everything a call's client has in this store for the call's limits. */
+  forget(call: ConsumeCall): void {
+    for (let i = 0; i < call.limits.length; i++) {
+      const key = stem(call, i)
+      const group = this.groups.get(call.limits[i]!.windowMs)
+      group?.counts.delete(key)
+      group?.previous.delete(key)
+      this.tats.delete(`${key}:gcra`)
+      this.logs.delete(`${key}:log`)
+    }
+  }
+
+  /** Drops every window that has ended by `now`, full GCRA buckets and empty logs. Runs on a timer; callable in tests. */
+  prune(now: number): void {
+    for (const [windowMs, group] of this.groups) {
+      const index = windowIndex(now, windowMs)
+      if (index > group.index + 1) this.groups.delete(windowMs)
+      else if (index === group.index + 1) {
+        group.previous = group.sliding ? group.counts : EMPTY
+        group.counts = new Map()
+        group.index = index
+      }
+    }
+    for (const [key, tat] of this.tats) if (tat <= now) this.tats.delete(key)
+    for (const [key, log] of this.logs) {
+      if (log.times.length === 0 || log.times[log.times.length - 1]! <= now - log.windowMs) this.logs.delete(key)
+    }
+  }
+
+  /** Number of client entries held (window counts, GCRA buckets, logs). */
   get size(): number {
-    let n = 0
-    for (const group of this.groups.values()) n += group.counts.size
+    let n = this.tats.size + this.logs.size
+    for (const group of this.groups.values()) n += group.counts.size + group.previous.size
     return n
   }
 
@@ -78,18 +239,32 @@ export class MemoryStore implements Store {
   }
 
   private current(windowMs: number, now: number): Map<string, number> {
+    return this.group(windowMs, now).counts
+  }
+
+  private group(windowMs: number, now: number): WindowCounts {
     const index = windowIndex(now, windowMs)
     let group = this.groups.get(windowMs)
     if (group === undefined) {
-      group = { index, counts: new Map() }
+      group = { index, counts: new Map(), previous: EMPTY, sliding: false }
       this.groups.set(windowMs, group)
     } else if (index > group.index) {
-      // The window ended: drop all its counts at once.
+      // The window ended: drop all its counts at once (keeping them one window for sliding windows).
+      group.previous = group.sliding && index === group.index + 1 ? group.counts : EMPTY
       group.index = index
       group.counts = new Map()
     }
     // index < group.index happens only if the clock steps back; counting into the newest window
     // keeps the count conservative instead of reopening an old one.
-    return group.counts
+    return group
+  }
+
+  private log(key: string, windowMs: number): Log {
+    let log = this.logs.get(key)
+    if (log === undefined) {
+      log = { windowMs, times: [], members: [] }
+      this.logs.set(key, log)
+    }
+    return log
   }
 }

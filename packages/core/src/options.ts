@@ -1,3 +1,4 @@
+import { ALGORITHMS, type AlgorithmName, type LimitSpec, makeLimit } from './algorithms'
 import { parseDuration } from './duration'
 import { invalidOption, TollgateError } from './errors'
 import { MemoryStore } from './memory-store'
@@ -22,6 +23,14 @@ export interface Config<Req> {
   readonly name: string | undefined
   readonly logger: Logger
   readonly clock: () => number
+  readonly algorithm: AlgorithmName
+  /** Set when the `limits` option was given; otherwise the single limit comes from max and window. */
+  readonly limits: readonly LimitSpec[] | undefined
+  readonly burst: number | undefined
+  readonly skipFailedRequests: boolean
+  readonly skipSuccessfulRequests: boolean
+  readonly requestWasSuccessful: LimiterOptions<Req>['requestWasSuccessful']
+  readonly shadow: boolean
 }
 
 const CORE_KEYS = [
@@ -41,6 +50,13 @@ const CORE_KEYS = [
   'name',
   'logger',
   'clock',
+  'algorithm',
+  'limits',
+  'burst',
+  'skipFailedRequests',
+  'skipSuccessfulRequests',
+  'requestWasSuccessful',
+  'shadow',
 ] as const
 
 const HEADER_STYLES = ['draft-6', 'draft-7', 'draft-8']
@@ -152,7 +168,60 @@ export function parseOptions<Req>(options: LimiterOptions<Req> | undefined, adap
     throw invalidOption('logger', 'an object with warn() and error() methods, such as console', logger)
   }
 
+  const algorithm = o.algorithm === undefined ? 'fixed-window' : o.algorithm
+  if (typeof algorithm !== 'string' || !ALGORITHMS.includes(algorithm as AlgorithmName)) {
+    throw invalidOption('algorithm', ALGORITHMS.map((a) => `"${a}"`).join(', '), algorithm)
+  }
+  const burst = o.burst
+  if (burst !== undefined) {
+    if (typeof burst !== 'number' || !Number.isSafeInteger(burst) || burst < 1) throw invalidOption('burst', 'a whole number ≥ 1', burst)
+    if (algorithm !== 'gcra') throw invalidOption('burst', 'no burst unless algorithm is "gcra"', burst)
+  }
+  let limits: LimitSpec[] | undefined
+  if (o.limits !== undefined) {
+    if (!Array.isArray(o.limits) || o.limits.length === 0 || o.limits.length > 10) {
+      throw invalidOption('limits', 'an array of 1 to 10 limits like { max: 10, window: "1s" }', o.limits)
+    }
+    if (o.max !== undefined || o.window !== undefined) {
+      throw invalidOption('limits', 'limits without max or window (give every limit its own max and window)', o.limits)
+    }
+    limits = o.limits.map((limit: unknown, i: number) => {
+      const name = `limits[${i}]`
+      if (!isPlainObject(limit)) throw invalidOption(name, 'an object like { max: 10, window: "1s" }', limit)
+      for (const k of Object.keys(limit))
+        if (!['max', 'window', 'burst', 'name'].includes(k))
+          throw invalidOption(`${name}.${k}`, 'one of max, window, burst, name', limit[k])
+      if (!isCount(limit.max)) throw invalidOption(`${name}.max`, 'a whole number ≥ 0', limit.max)
+      if (limit.window === undefined) throw invalidOption(`${name}.window`, 'a duration such as "1s" or "1 hour"', limit.window)
+      const b = limit.burst
+      if (b !== undefined && (typeof b !== 'number' || !Number.isSafeInteger(b) || b < 1 || algorithm !== 'gcra')) {
+        throw invalidOption(`${name}.burst`, 'a whole number ≥ 1, with algorithm "gcra"', b)
+      }
+      if (limit.name !== undefined && (typeof limit.name !== 'string' || !/^[\x20-\x21\x23-\x5b\x5d-\x7e]{1,64}$/.test(limit.name))) {
+        throw invalidOption(`${name}.name`, 'a string of 1 to 64 printable ASCII characters without quotes or backslashes', limit.name)
+      }
+      return makeLimit(limit.max, parseDuration(`${name}.window`, limit.window), b as number | undefined, limit.name as string | undefined)
+    })
+    if (new Set(limits.map((l) => l.windowMs)).size !== limits.length) {
+      throw invalidOption('limits', 'limits with distinct windows (two limits of one window: keep the tighter)', o.limits)
+    }
+  }
+  for (const flag of ['skipFailedRequests', 'skipSuccessfulRequests', 'shadow'] as const) {
+    if (o[flag] !== undefined && typeof o[flag] !== 'boolean') throw invalidOption(flag, 'true or false', o[flag])
+  }
+
   return Object.freeze({
+    algorithm: algorithm as AlgorithmName,
+    limits,
+    burst: burst as number | undefined,
+    skipFailedRequests: (o.skipFailedRequests as boolean | undefined) ?? false,
+    skipSuccessfulRequests: (o.skipSuccessfulRequests as boolean | undefined) ?? false,
+    requestWasSuccessful: optionalFunction<LimiterOptions<Req>['requestWasSuccessful']>(
+      'requestWasSuccessful',
+      o.requestWasSuccessful,
+      'a function of the request and response returning true when it succeeded',
+    ),
+    shadow: (o.shadow as boolean | undefined) ?? false,
     max: countOrFunction<Req>('max', o.max, 10),
     windowMs,
     key: optionalFunction<(req: Req) => MaybePromise<string>>('key', o.key, 'a function of the request returning a string'),

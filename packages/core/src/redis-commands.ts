@@ -28,3 +28,165 @@ export const FIXED_WINDOW_REPLIES = 2
  * still never outlives its window by more than this.
  */
 export const TTL_MARGIN_MS = 1000
+
+/*
+ * The scripts below serve every algorithm besides the single-limit fixed window, and several limits
+ * at once. They share one calling convention (see algorithms.ts, keysOf and argsOf):
+ *   KEYS  = the keys of each limit, in limit order (sliding-window: current then previous window key)
+ *   ARGV  = cost, now (epoch ms from the limiter's clock), call id, then max, windowMs, burst per limit
+ *   Reply = { allowed (1/0), then two numbers per limit } as documented on ConsumeResult
+ * Each script first checks every limit, then updates all of them or none: a request refused by one
+ * limit uses up no other. Each runs atomically in Redis, so this is one round trip and no race.
+ * Every key a script writes gets a TTL in the same script. memory-store.ts mirrors each line.
+ */
+const HEAD = `
+local cost = tonumber(ARGV[1])
+local now = tonumber(ARGV[2])
+local out = {0}
+local ok = 1
+`
+
+/** Fixed window, several limits: GET each count; if all fit, INCRBY and PEXPIRE each. */
+export const FIXED_WINDOW_SCRIPT = `${HEAD}
+for i = 1, #KEYS do
+  local c = tonumber(redis.call('GET', KEYS[i]) or '0')
+  out[2 * i] = c
+  out[2 * i + 1] = c
+  if c + cost > tonumber(ARGV[3 * i + 1]) then ok = 0 end
+end
+if ok == 1 then
+  for i = 1, #KEYS do
+    local w = tonumber(ARGV[3 * i + 2])
+    out[2 * i + 1] = redis.call('INCRBY', KEYS[i], cost)
+    redis.call('PEXPIRE', KEYS[i], (math.floor(now / w) + 1) * w - now + ${TTL_MARGIN_MS})
+  end
+end
+out[1] = ok
+return out`
+
+/**
+ * Sliding-window counter (Cloudflare): prev × (W − e)/W + cur must stay ≤ max, compared in integers.
+ * The current window's key lives until the end of the next window, where it is the previous one.
+ */
+export const SLIDING_WINDOW_SCRIPT = `${HEAD}
+for i = 1, #KEYS / 2 do
+  local max = tonumber(ARGV[3 * i + 1])
+  local w = tonumber(ARGV[3 * i + 2])
+  local e = now - math.floor(now / w) * w
+  local cur = tonumber(redis.call('GET', KEYS[2 * i - 1]) or '0')
+  local prev = tonumber(redis.call('GET', KEYS[2 * i]) or '0')
+  out[2 * i] = prev
+  out[2 * i + 1] = cur
+  if prev * (w - e) + (cur + cost) * w > max * w then ok = 0 end
+end
+if ok == 1 then
+  for i = 1, #KEYS / 2 do
+    local w = tonumber(ARGV[3 * i + 2])
+    redis.call('INCRBY', KEYS[2 * i - 1], cost)
+    redis.call('PEXPIRE', KEYS[2 * i - 1], (math.floor(now / w) + 2) * w - now + ${TTL_MARGIN_MS})
+  end
+end
+out[1] = ok
+return out`
+
+/**
+ * GCRA: one theoretical arrival time (TAT, whole ms, rounded up) per key. T = W / max per unit; a
+ * request fits when its new TAT minus burst × T is not in the future. The key expires when the
+ * bucket would be full again, so an idle client leaves nothing behind.
+ */
+export const GCRA_SCRIPT = `${HEAD}
+local tats = {}
+for i = 1, #KEYS do
+  local max = tonumber(ARGV[3 * i + 1])
+  local w = tonumber(ARGV[3 * i + 2])
+  local burst = tonumber(ARGV[3 * i + 3])
+  local stored = tonumber(redis.call('GET', KEYS[i]))
+  local tat = now
+  if stored and stored > now then tat = stored end
+  local new = tat
+  if max > 0 then
+    local t = w / max
+    new = math.ceil(tat + t * cost)
+    if new - burst * t > now then ok = 0 end
+  else
+    ok = 0
+  end
+  out[2 * i] = tat
+  out[2 * i + 1] = new
+  tats[i] = new
+end
+if ok == 1 then
+  for i = 1, #KEYS do
+    redis.call('SET', KEYS[i], tats[i], 'PX', tats[i] - now + ${TTL_MARGIN_MS})
+  end
+end
+out[1] = ok
+return out`
+
+/**
+ * Sliding log: a sorted set of admitted units scored by time. Entries at or before now − W leave;
+ * the reply names the entry whose expiry makes room, for an exact Retry-After.
+ */
+export const SLIDING_LOG_SCRIPT = `${HEAD}
+for i = 1, #KEYS do
+  local max = tonumber(ARGV[3 * i + 1])
+  local w = tonumber(ARGV[3 * i + 2])
+  redis.call('ZREMRANGEBYSCORE', KEYS[i], '-inf', now - w)
+  local c = redis.call('ZCARD', KEYS[i])
+  local idx = c + cost - max - 1
+  if idx < 0 then idx = 0 end
+  local s = now
+  local r = redis.call('ZRANGE', KEYS[i], idx, idx, 'WITHSCORES')
+  if r[2] then s = tonumber(r[2]) end
+  out[2 * i] = c
+  out[2 * i + 1] = s
+  if c + cost > max then ok = 0 end
+end
+if ok == 1 then
+  for i = 1, #KEYS do
+    for j = 1, cost do
+      redis.call('ZADD', KEYS[i], now, ARGV[3] .. ':' .. j)
+    end
+    redis.call('PEXPIRE', KEYS[i], tonumber(ARGV[3 * i + 2]) + ${TTL_MARGIN_MS})
+  end
+end
+out[1] = ok
+return out`
+
+/**
+ * Refund of an admitted request (skipFailedRequests / skipSuccessfulRequests). Same KEYS and ARGV as
+ * the consume call it undoes, with the algorithm name prepended to ARGV. Counters only go down
+ * within the keys of the request's own window (a later window has other keys), never below zero;
+ * TTLs are kept (KEEPTTL / DECRBY leaves them).
+ */
+export const REFUND_SCRIPT = `
+local algorithm = ARGV[1]
+local cost = tonumber(ARGV[2])
+local now = tonumber(ARGV[3])
+local step = 1
+if algorithm == 'sliding-window' then step = 2 end
+for i = 1, #KEYS / step do
+  local key = KEYS[(i - 1) * step + 1]
+  if algorithm == 'sliding-log' then
+    for j = 1, cost do redis.call('ZREM', key, ARGV[4] .. ':' .. j) end
+  elseif algorithm == 'gcra' then
+    local stored = tonumber(redis.call('GET', key))
+    if stored then
+      local back = math.ceil(stored - tonumber(ARGV[3 * i + 3]) / tonumber(ARGV[3 * i + 2]) * cost)
+      if back > now then redis.call('SET', key, back, 'KEEPTTL') else redis.call('DEL', key) end
+    end
+  else
+    local c = tonumber(redis.call('GET', key))
+    if c and c > 0 then redis.call('DECRBY', key, math.min(c, cost)) end
+  end
+end
+return 1`
+
+/** Script names as defined on the caller's client with ioredis defineCommand (EVALSHA, EVAL on NOSCRIPT). */
+export const SCRIPTS = {
+  tollgateFixedWindow: FIXED_WINDOW_SCRIPT,
+  tollgateSlidingWindow: SLIDING_WINDOW_SCRIPT,
+  tollgateGcra: GCRA_SCRIPT,
+  tollgateSlidingLog: SLIDING_LOG_SCRIPT,
+  tollgateRefund: REFUND_SCRIPT,
+} as const

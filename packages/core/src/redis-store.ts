@@ -1,6 +1,7 @@
+import { argsOf, type ConsumeCall, type ConsumeResult, keysOf } from './algorithms'
 import { type Duration, parseDuration } from './duration'
 import { describeValue, TollgateError } from './errors'
-import { FIXED_WINDOW_REPLIES, fixedWindowCommands, TTL_MARGIN_MS } from './redis-commands'
+import { FIXED_WINDOW_REPLIES, fixedWindowCommands, SCRIPTS, TTL_MARGIN_MS } from './redis-commands'
 import { type Store, windowIndex } from './store'
 
 /**
@@ -11,6 +12,8 @@ export interface RedisClientLike {
   multi(commands: Array<Array<string | number>>): { exec(): Promise<Array<[Error | null, unknown]> | null> }
   get(key: string): Promise<string | null>
   del(...keys: string[]): Promise<number>
+  /** ioredis defineCommand: the scripts run by EVALSHA, falling back to EVAL after a NOSCRIPT. */
+  defineCommand?(name: string, definition: { lua: string; numberOfKeys?: number }): void
   readonly status?: string
   readonly isCluster?: boolean
 }
@@ -96,6 +99,46 @@ export class RedisStore implements Store {
     // A Cluster transaction must stay within one slot; keys of different clients may be on
     // different nodes, so each key is its own transaction there (still merged per key).
     this.cluster = client.isCluster === true
+    if (typeof client.defineCommand === 'function') {
+      for (const [name, lua] of Object.entries(SCRIPTS)) client.defineCommand(name, { lua })
+    }
+  }
+
+  /** One atomic check-and-update for the other algorithms and for several limits (see redis-commands.ts). */
+  async consume(call: ConsumeCall): Promise<ConsumeResult> {
+    const keys = keysOf(call)
+    const name =
+      call.algorithm === 'fixed-window'
+        ? 'tollgateFixedWindow'
+        : call.algorithm === 'sliding-window'
+          ? 'tollgateSlidingWindow'
+          : call.algorithm === 'gcra'
+            ? 'tollgateGcra'
+            : 'tollgateSlidingLog'
+    const reply = (await this.withDeadline(this.script(name)(keys.length, ...keys, ...argsOf(call)))) as number[]
+    return { allowed: reply[0] === 1, values: reply.slice(1).map(Number) }
+  }
+
+  /** Undoes an admitted call within its own window, never below zero. */
+  async refund(call: ConsumeCall): Promise<void> {
+    const keys = keysOf(call)
+    await this.withDeadline(this.script('tollgateRefund')(keys.length, ...keys, call.algorithm, ...argsOf(call)))
+  }
+
+  /** Deletes every key of the call's client for the call's limits. */
+  async forget(call: ConsumeCall): Promise<void> {
+    await this.withDeadline(this.client.del(...keysOf(call)))
+  }
+
+  private script(name: keyof typeof SCRIPTS): (...args: Array<string | number>) => Promise<unknown> {
+    const fn = (this.client as unknown as Record<string, unknown>)[name]
+    if (typeof fn !== 'function') {
+      throw new TollgateError(
+        `This algorithm needs Lua scripts, but the client has no defineCommand(): pass an ioredis Redis or Cluster`,
+        'TG_STORE_ERROR',
+      )
+    }
+    return (fn as (...args: Array<string | number>) => Promise<unknown>).bind(this.client)
   }
 
   increment(key: string, cost: number, windowMs: number, now: number): Promise<number> {

@@ -1,3 +1,5 @@
+import type { ConsumeCall, ConsumeResult } from './algorithms'
+
 /** A value now, or later: the memory store answers synchronously so the hot path allocates no promise. */
 export type MaybePromise<T> = T | Promise<T>
 
@@ -18,6 +20,15 @@ export interface Store {
   get(key: string, windowMs: number, now: number): MaybePromise<number>
   /** Forgets the key's count in the window containing `now`. */
   reset(key: string, windowMs: number, now: number): MaybePromise<void>
+  /**
+   * One atomic check-and-update for every algorithm and for several limits at once: either every
+   * limit admits the request and all count it, or none does (see algorithms.ts for the protocol).
+   */
+  consume(call: ConsumeCall): MaybePromise<ConsumeResult>
+  /** Undoes an admitted call (a refund), only within the call's own windows and never below zero. */
+  refund(call: ConsumeCall): MaybePromise<void>
+  /** Deletes everything the call's client has for the call's limits. */
+  forget(call: ConsumeCall): MaybePromise<void>
 }
 
 /** Index of the fixed window containing `now`. Shared by every store so they agree on edges. */

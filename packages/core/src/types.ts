@@ -1,3 +1,4 @@
+import type { AlgorithmName } from './algorithms'
 import type { Duration } from './duration'
 import type { MaybePromise, Store } from './store'
 
@@ -52,6 +53,24 @@ export interface Decision {
   policy: Policy
   /** Where the count came from. */
   source: DecisionSource
+  /** Units this request used (`cost`). */
+  cost: number
+  /** With several limits (`limits` option): the decision of each, in order; this one is the decisive. */
+  limits?: Decision[]
+  /** Shadow mode: the limit refused the request, but it was let through (`allowed` is true). */
+  shadowed?: boolean
+}
+
+/** One of several limits checked together (`limits` option). */
+export interface LimitOptions {
+  /** Units allowed per window. */
+  max: number
+  /** Window length: ms or a duration string such as "1s", "1 hour". */
+  window: Duration
+  /** GCRA only: how many units may arrive at once. @default max */
+  burst?: number
+  /** Policy name in the headers. @default "<max>-per-<window>" */
+  name?: string
 }
 
 /** Where request-time problems are reported. Each distinct problem is logged once, not per request. */
@@ -132,6 +151,37 @@ export interface LimiterOptions<Req = unknown> {
    * @default "<max>-per-<window>", e.g. "10-per-1s"
    */
   name?: string
+  /**
+   * Counting algorithm: `"fixed-window"` (MULTI/EXEC counters, the cheapest), `"sliding-window"`
+   * (previous and current window weighted by overlap), `"gcra"` (a token bucket with one timestamp per
+   * client and exact retry times) or `"sliding-log"` (exact rolling window, one entry per unit).
+   * @default "fixed-window"
+   */
+  algorithm?: AlgorithmName
+  /**
+   * Several limits checked at once, atomically, in one round trip, e.g.
+   * `[{ max: 10, window: '1s' }, { max: 1000, window: '1h' }]`. A request refused by one limit uses
+   * up none of the others. Replaces `max` and `window`.
+   */
+  limits?: LimitOptions[]
+  /** GCRA only: units that may arrive at once (the bucket size). @default max */
+  burst?: number
+  /** Refund requests whose response failed (status ≥ 400, or `requestWasSuccessful` false). @default false */
+  skipFailedRequests?: boolean
+  /** Refund requests whose response succeeded, e.g. to count only failed logins. @default false */
+  skipSuccessfulRequests?: boolean
+  /**
+   * Decides, after the response, whether a request succeeded, for the two options above.
+   * Receives the framework's request and response (Express `res`, Fastify `reply`, Koa: the same `ctx`).
+   * @default status < 400
+   */
+  requestWasSuccessful?: (req: Req, res: any) => MaybePromise<boolean>
+  /**
+   * Shadow mode: count, send headers and emit `limited` events, but never refuse a request. For
+   * rolling out a new limit safely.
+   * @default false
+   */
+  shadow?: boolean
   /** Where request-time problems are logged, once each. @default console */
   logger?: Logger
   /** Clock in epoch ms, for tests. @default Date.now */

@@ -2,13 +2,17 @@ import { adapterFunction, type Decision, isThenable, Limiter, type LimiterOption
 import type { NextFunction, Request, Response } from 'express'
 
 export {
+  type AlgorithmName,
   type Decision,
   type Duration,
   Limiter,
   type LimiterOptions,
+  type LimitOptions,
+  type Logger,
   MemoryStore,
   RedisStore,
   type Store,
+  type StoreErrorPolicy,
   TollgateError,
 } from '@tollgate/core'
 
@@ -71,7 +75,14 @@ export function rateLimit(options?: RateLimitOptions): RateLimitMiddleware {
     else all.push(decision)
     const headers = limiter.headers(req.rateLimits!)
     for (const name in headers) res.setHeader(name, headers[name]!)
-    if (decision.allowed) return next()
+    if (decision.allowed) {
+      if (limiter.wantsCompletion) {
+        // A response cut off before it finished counts as failed.
+        const done = () => limiter.complete(req, res, decision, res.writableFinished ? res.statusCode : 500)
+        res.once('close', done)
+      }
+      return next()
+    }
     if (handler !== undefined) return handler(req, res, next, decision)
     const rejection = limiter.rejection(req, decision)
     if (isThenable(rejection)) rejection.then((r) => send(res, r), next)
