@@ -36,7 +36,12 @@ describe('RedisStore keys', () => {
     const seen: number[] = []
     const counting = new Proxy(client, {
       get(target, prop, receiver) {
-        if (prop === 'multi') return (commands: unknown[][]) => (seen.push(commands.length), target.multi(commands as never))
+        if (prop === 'multi') {
+          return (commands: unknown[][]) => {
+            seen.push(commands.length)
+            return target.multi(commands as never)
+          }
+        }
         return Reflect.get(target, prop, receiver)
       },
     })

@@ -78,7 +78,10 @@ export class Limiter<Req = unknown> extends EventEmitter {
     this.refunds = this.config.skipFailedRequests || this.config.skipSuccessfulRequests
     const { store, prefix, logger } = this.config
     let prefixes = prefixesInUse.get(store)
-    if (prefixes === undefined) prefixesInUse.set(store, (prefixes = new Set()))
+    if (prefixes === undefined) {
+      prefixes = new Set()
+      prefixesInUse.set(store, prefixes)
+    }
     if (prefixes.has(prefix)) {
       // Two limits counting into one key add up each other's requests: each would refuse early.
       logger.warn(
@@ -335,13 +338,14 @@ export class Limiter<Req = unknown> extends EventEmitter {
   }
 
   private callFor(base: string, limits: readonly LimitSpec[], cost: number, now: number): ConsumeCall {
+    this.sequence = (this.sequence + 1) % 1e9
     return {
       algorithm: this.config.algorithm,
       base,
       limits,
       cost,
       now,
-      id: `${this.instance}:${(this.sequence = (this.sequence + 1) % 1e9)}`,
+      id: `${this.instance}:${this.sequence}`,
     }
   }
 

@@ -175,6 +175,7 @@ export interface LimiterOptions<Req = unknown> {
    * Receives the framework's request and response (Express `res`, Fastify `reply`, Koa: the same `ctx`).
    * @default status < 400
    */
+  // biome-ignore lint/suspicious/noExplicitAny: the response type is the adapter's (Express res, Fastify reply, Koa ctx)
   requestWasSuccessful?: (req: Req, res: any) => MaybePromise<boolean>
   /**
    * Shadow mode: count, send headers and emit `limited` events, but never refuse a request. For
