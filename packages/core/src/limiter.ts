@@ -32,6 +32,24 @@ export const UNKNOWN_CLIENT_KEY = 'unknown-ip'
 export const MAX_KEY_LENGTH = 200
 /** After a store failure, requests go straight to the failure policy for this long before Redis is tried again. */
 const STORE_RETRY_MS = 1000
+const visitedBy = Symbol('tollgate.visitedBy')
+type Visited = { [visitedBy]?: object | object[] }
+
+/**
+ * True the first time `limiter` meets this request object: an adapter whose middleware can be
+ * mounted twice on one request path (app and router, a HEAD twin's hooks) still counts it once.
+ */
+export function firstVisit(request: object, limiter: object): boolean {
+  const r = request as Visited
+  const seen = r[visitedBy]
+  if (seen === undefined) r[visitedBy] = limiter
+  else if (seen === limiter) return false
+  else if (!Array.isArray(seen)) r[visitedBy] = [seen, limiter]
+  else if (seen.includes(limiter)) return false
+  else seen.push(limiter)
+  return true
+}
+
 /** Prefixes in use per store in this process, to warn when two limiters would count into the same keys. */
 const prefixesInUse = new WeakMap<object, Set<string>>()
 /** Dynamic `max` values whose policy strings are kept rendered. */

@@ -1,1 +1,126 @@
-export {}
+import {
+  type AdapterHooks,
+  adapterFunction,
+  type Decision,
+  firstVisit,
+  isThenable,
+  Limiter,
+  type LimiterOptions,
+  type Rejection,
+} from '@tollgate/core'
+import type { Context, Next } from 'koa'
+
+export {
+  type AlgorithmName,
+  type Decision,
+  type Duration,
+  Limiter,
+  type LimiterOptions,
+  type LimitOptions,
+  type Logger,
+  MemoryStore,
+  RedisStore,
+  type Store,
+  type StoreErrorPolicy,
+  TollgateError,
+} from '@tollgate/core'
+
+declare module 'koa' {
+  interface DefaultState {
+    /** The decision of the last Tollgate limit that ran on this request. */
+    rateLimit?: Decision
+    /** Every Tollgate decision made on this request, in order (outermost limit first). */
+    rateLimits?: Decision[]
+  }
+}
+
+export interface RateLimitOptions extends LimiterOptions<Context> {
+  /** Sends the refusal yourself instead of the default body; headers and `ctx.status` are already set. */
+  handler?: (ctx: Context, decision: Decision) => unknown
+}
+
+export type RateLimitMiddleware = ((ctx: Context, next: Next) => Promise<unknown>) & {
+  /** The limiter behind the middleware, for `consume`, events and tests. */
+  readonly limiter: Limiter<Context>
+}
+
+const hooks: AdapterHooks<Context> = {
+  ip: (ctx) => ctx.ip,
+  // Koa has one switch, app.proxy: when on it trusts the proxy header from any peer (there is no
+  // list of proxies to get wrong), so only the header arriving while it is off can be diagnosed.
+  diagnose(ctx) {
+    if (ctx.app.proxy || ctx.get(ctx.app.proxyIpHeader || 'X-Forwarded-For') === '') return undefined
+    return `a request carried ${ctx.app.proxyIpHeader || 'X-Forwarded-For'} but Koa does not trust proxies, so every client behind the proxy shares one limit; set app.proxy = true when Koa runs behind a proxy.`
+  },
+}
+
+function send(ctx: Context, rejection: Rejection): void {
+  ctx.status = rejection.status
+  ctx.type = rejection.contentType
+  ctx.body = rejection.body
+}
+
+/**
+ * Rate limiting middleware for Koa 2 and 3: `app.use(rateLimit({ max: 10 }))`, or on one
+ * @koa/router route. Sets the RateLimit headers, exposes the decision as `ctx.state.rateLimit`, and
+ * answers 429 (without calling `next`) when over.
+ */
+export function rateLimit(options?: RateLimitOptions): RateLimitMiddleware {
+  const limiter = new Limiter<Context>(options, hooks, ['handler'])
+  const handler = adapterFunction<NonNullable<RateLimitOptions['handler']>>('handler', options?.handler)
+  const completes = limiter.wantsCompletion
+
+  const respond = (ctx: Context, next: Next, decision: Decision | undefined): unknown => {
+    if (decision === undefined) return next()
+    const state = ctx.state
+    state.rateLimit = decision
+    if (state.rateLimits === undefined) state.rateLimits = [decision]
+    else state.rateLimits.push(decision)
+    ctx.set(limiter.headers(state.rateLimits!))
+    if (decision.allowed) {
+      if (completes) {
+        // For refunds: the outcome once the response is over; one cut off counts as failed.
+        const res = ctx.res
+        res.once('close', () => limiter.complete(ctx, ctx, decision, res.writableFinished ? res.statusCode : 500))
+      }
+      return next()
+    }
+    if (handler !== undefined) {
+      ctx.status = limiter.config.statusCode
+      return handler(ctx, decision)
+    }
+    const rejection = limiter.rejection(ctx, decision)
+    if (isThenable(rejection)) return rejection.then((r) => send(ctx, r))
+    send(ctx, rejection)
+  }
+
+  const middleware = async (ctx: Context, next: Next): Promise<unknown> => {
+    // The same middleware mounted on the app and on a router counts a request once.
+    if (!firstVisit(ctx, limiter)) return next()
+    const decision = limiter.check(ctx)
+    return respond(ctx, next, isThenable(decision) ? await decision : decision)
+  }
+  return Object.assign(middleware, { limiter })
+}
+
+/**
+ * Limits a controller method whose first argument is Koa's `ctx` (standard TC39 decorator). The
+ * method body runs only when the request is allowed; otherwise the refusal is sent as the middleware
+ * sends it and the method resolves to undefined instead of running.
+ */
+export function RateLimit(options?: RateLimitOptions) {
+  const middleware = rateLimit(options)
+  // The limit may wait for its store, so the method becomes async (Koa awaits middleware anyway).
+  return function decorate<This, Args extends [Context, ...unknown[]], Result>(
+    method: (this: This, ...args: Args) => Result,
+    _context: ClassMethodDecoratorContext<This, (this: This, ...args: Args) => Result>,
+  ) {
+    return async function limited(this: This, ...args: Args) {
+      let result: unknown
+      await middleware(args[0], async () => {
+        result = await method.apply(this, args)
+      })
+      return result
+    } as (this: This, ...args: Args) => Result
+  }
+}

@@ -1,0 +1,154 @@
+import {
+  type AdapterHooks,
+  adapterFunction,
+  type Decision,
+  firstVisit,
+  isThenable,
+  Limiter,
+  type LimiterOptions,
+  type MaybePromise,
+  type Rejection,
+} from '@tollgate/core'
+import type { FastifyInstance, FastifyReply, FastifyRequest, HookHandlerDoneFunction } from 'fastify'
+
+export interface RateLimitOptions extends LimiterOptions<FastifyRequest> {
+  /**
+   * Where the limit runs: `"onRequest"`, before anything else (cheapest for the server), or
+   * `"preHandler"`, after authentication hooks, so a `key` can read `request.user`.
+   * @default "onRequest"
+   */
+  hook?: 'onRequest' | 'preHandler'
+  /**
+   * Sends the refusal yourself instead of the default body. Headers and the status code are already
+   * set; send with `reply.send()` (returning the reply), or return the payload to send.
+   */
+  handler?: (request: FastifyRequest, reply: FastifyReply, decision: Decision) => unknown
+}
+
+/** Runs one limit: resolves to true when the request may go on, false once the refusal is sent. Throws what `check` throws. */
+export type Run = (request: FastifyRequest, reply: FastifyReply) => MaybePromise<boolean>
+
+// fastify keeps its constructor options under a private symbol and leaves trustProxy out of
+// initialConfig; this only feeds a warning, so a fastify that moves it just loses the warning.
+const trustAll = new WeakMap<FastifyInstance, boolean>()
+function trustsEveryProxy(server: FastifyInstance): boolean {
+  let known = trustAll.get(server)
+  if (known === undefined) {
+    known = false
+    for (let o: object | null = server; o !== null; o = Object.getPrototypeOf(o)) {
+      const symbol = Object.getOwnPropertySymbols(o).find((s) => s.description === 'fastify.options')
+      if (symbol === undefined) continue
+      known = (o as Record<symbol, { trustProxy?: unknown } | undefined>)[symbol]?.trustProxy === true
+      break
+    }
+    trustAll.set(server, known)
+  }
+  return known
+}
+
+function problem(request: FastifyRequest): string | undefined {
+  // fastify defines request.ips only when trustProxy is set.
+  if (request.ips === undefined) {
+    if (request.headers['x-forwarded-for'] === undefined) return undefined
+    return 'a request carried X-Forwarded-For but fastify does not trust proxies, so every client behind the proxy shares one limit; set the trustProxy server option to your proxies.'
+  }
+  if (trustsEveryProxy(request.server)) {
+    return 'the fastify trustProxy option is true, so any client can choose its own IP with X-Forwarded-For and escape the limit; trust only your proxies (e.g. "loopback" or a hop count).'
+  }
+  return undefined
+}
+
+/** Adapter hooks for a group of limiters (a plugin and its route limits) that report a misconfiguration once between them. */
+export function adapterHooks(): AdapterHooks<FastifyRequest> {
+  let reported = false
+  return {
+    ip: (request) => request.ip,
+    diagnose(request) {
+      if (reported) return undefined
+      const found = problem(request)
+      reported = found !== undefined
+      return found
+    },
+  }
+}
+
+// A Buffer, because fastify appends "; charset=utf-8" to a JSON-like type sent as a string, and the
+// refusal should read the same in every adapter. Core reuses its Rejection objects, so this cache holds.
+const bodies = new WeakMap<Rejection, Buffer>()
+
+function send(reply: FastifyReply, rejection: Rejection): false {
+  let body = bodies.get(rejection)
+  if (body === undefined) {
+    body = Buffer.from(rejection.body)
+    bodies.set(rejection, body)
+  }
+  reply.code(rejection.status).header('content-type', rejection.contentType).send(body)
+  return false
+}
+
+/** Builds the limiter for `options` (validating them) and the function that applies it to a request. */
+export function limit(
+  options: RateLimitOptions | undefined,
+  adapterKeys: readonly string[],
+  hooks = adapterHooks(),
+): { limiter: Limiter<FastifyRequest>; run: Run } {
+  const limiter = new Limiter<FastifyRequest>(options, hooks, adapterKeys)
+  const handler = adapterFunction<NonNullable<RateLimitOptions['handler']>>('handler', options?.handler)
+  const completes = limiter.wantsCompletion
+
+  const refuse = (request: FastifyRequest, reply: FastifyReply, decision: Decision): MaybePromise<false> => {
+    if (handler === undefined) {
+      const rejection = limiter.rejection(request, decision)
+      return isThenable(rejection) ? rejection.then((r) => send(reply, r)) : send(reply, rejection)
+    }
+    reply.code(limiter.config.statusCode)
+    const sent = (value: unknown): false => {
+      if (value !== undefined && !reply.sent) reply.send(value)
+      return false
+    }
+    const value = handler(request, reply, decision)
+    return isThenable(value) ? value.then(sent) : sent(value)
+  }
+
+  const respond = (request: FastifyRequest, reply: FastifyReply, decision: Decision | undefined): MaybePromise<boolean> => {
+    if (decision === undefined) return true
+    request.rateLimit = decision
+    const all = request.rateLimits
+    if (all === undefined) request.rateLimits = [decision]
+    else all.push(decision)
+    reply.headers(limiter.headers(request.rateLimits!))
+    if (!decision.allowed) return refuse(request, reply, decision)
+    if (completes) {
+      // For refunds: the outcome once the response is over; one cut off counts as failed.
+      const res = reply.raw
+      res.once('close', () => limiter.complete(request, reply, decision, res.writableFinished ? res.statusCode : 500))
+    }
+    return true
+  }
+
+  const run: Run = (request, reply) => {
+    // Whatever path runs a limit twice on one request (a HEAD twin's hooks), it counts once.
+    if (!firstVisit(request, limiter)) return true
+    const decision = limiter.check(request)
+    return isThenable(decision) ? decision.then((d) => respond(request, reply, d)) : respond(request, reply, decision)
+  }
+  return { limiter, run }
+}
+
+/**
+ * A callback-style hook: it calls `done` only when the request may go on, so a refusal stops the
+ * chain right there (not through fastify's error path), and a sync decision allocates no promise.
+ */
+export function asHook(run: Run) {
+  return function rateLimitHook(request: FastifyRequest, reply: FastifyReply, done: HookHandlerDoneFunction): void {
+    let go: MaybePromise<boolean>
+    try {
+      go = run(request, reply)
+    } catch (error) {
+      done(error as Error)
+      return
+    }
+    if (isThenable(go)) go.then((ok) => ok && done(), done)
+    else if (go) done()
+  }
+}
