@@ -48,9 +48,10 @@ function expressApp(spec: AppSpec): Server {
   if (spec.global) app.use(tgExpress.rateLimit(withHandler(spec.global)))
   for (const r of spec.routes.filter((r) => r.limit !== false)) {
     const add = app[r.method === 'GET' ? 'get' : 'post'].bind(app)
-    if (r.decorated) {
+    const decorated = r.decorated
+    if (decorated) {
       class Controller {
-        @tgExpress.RateLimit(withHandler(r.decorated))
+        @tgExpress.RateLimit(withHandler(decorated))
         async handle(_req: express.Request, res: express.Response) {
           res.send(reply)
         }
@@ -73,9 +74,10 @@ async function fastifyApp(spec: AppSpec): Promise<Server> {
   // Route config needs the plugin; the scenarios with route limits all have a global limit.
   if (spec.global) await app.register(tgFastify.rateLimit, withHandler(spec.global))
   for (const r of spec.routes) {
-    if (r.decorated) {
+    const decorated = r.decorated
+    if (decorated) {
       class Controller {
-        @tgFastify.RateLimit(withHandler(r.decorated))
+        @tgFastify.RateLimit(withHandler(decorated))
         handle(_req: import('fastify').FastifyRequest, res: import('fastify').FastifyReply) {
           return res.send(reply)
         }
@@ -83,7 +85,8 @@ async function fastifyApp(spec: AppSpec): Promise<Server> {
       const controller = new Controller()
       app.route({ method: r.method, url: r.path, handler: (req, res) => controller.handle(req, res) })
     } else {
-      const config = r.limit === undefined ? {} : { rateLimit: r.limit === false ? false : withHandler(r.limit) }
+      const config: import('fastify').FastifyContextConfig =
+        r.limit === undefined ? {} : { rateLimit: r.limit === false ? false : withHandler(r.limit) }
       app.route({ method: r.method, url: r.path, config, handler: async () => reply })
     }
   }
@@ -110,9 +113,10 @@ function koaApp(spec: AppSpec): Server {
   const router = new Router()
   for (const r of spec.routes.filter((r) => r.limit !== false)) {
     const add = router[r.method === 'GET' ? 'get' : 'post'].bind(router)
-    if (r.decorated) {
+    const decorated = r.decorated
+    if (decorated) {
       class Controller {
-        @tgKoa.RateLimit(withHandler(r.decorated))
+        @tgKoa.RateLimit(withHandler(decorated))
         async handle(ctx: Koa.Context) {
           ctx.body = reply
         }
