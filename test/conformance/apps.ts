@@ -50,8 +50,9 @@ function expressApp(spec: AppSpec): Server {
     const add = app[r.method === 'GET' ? 'get' : 'post'].bind(app)
     const decorated = r.decorated
     if (decorated) {
+      const limit = tgExpress.RateLimit(withHandler(decorated))
       class Controller {
-        @tgExpress.RateLimit(withHandler(decorated))
+        @limit
         async handle(_req: express.Request, res: express.Response) {
           res.send(reply)
         }
@@ -76,8 +77,9 @@ async function fastifyApp(spec: AppSpec): Promise<Server> {
   for (const r of spec.routes) {
     const decorated = r.decorated
     if (decorated) {
+      const limit = tgFastify.RateLimit(withHandler(decorated))
       class Controller {
-        @tgFastify.RateLimit(withHandler(decorated))
+        @limit
         handle(_req: import('fastify').FastifyRequest, res: import('fastify').FastifyReply) {
           return res.send(reply)
         }
@@ -115,8 +117,9 @@ function koaApp(spec: AppSpec): Server {
     const add = router[r.method === 'GET' ? 'get' : 'post'].bind(router)
     const decorated = r.decorated
     if (decorated) {
+      const limit = tgKoa.RateLimit(withHandler(decorated))
       class Controller {
-        @tgKoa.RateLimit(withHandler(decorated))
+        @limit
         async handle(ctx: Koa.Context) {
           ctx.body = reply
         }
