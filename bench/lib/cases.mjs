@@ -1,0 +1,46 @@
+// What the HTTP benchmark runs: the cases per framework and the three modes.
+
+export const CASES = {
+  bare: { label: 'bare (no limiter)' },
+  'tollgate-memory': { label: 'Tollgate, memory', tollgate: true },
+  'tollgate-redis': { label: 'Tollgate, Redis', tollgate: true, redis: true },
+  'erl-memory': { label: 'express-rate-limit, memory' },
+  'erl-redis': { label: 'express-rate-limit + rate-limit-redis', redis: true },
+  'rlf-memory': { label: 'rate-limiter-flexible, memory (hand-written middleware)' },
+  'rlf-redis': { label: 'rate-limiter-flexible, Redis (hand-written middleware)', redis: true },
+  'frl-memory': { label: '@fastify/rate-limit, memory (LRU, 5000 keys)' },
+  'frl-redis': { label: '@fastify/rate-limit, Redis', redis: true },
+  'krl-memory': { label: 'koa-ratelimit, memory (Map)' },
+  'krl-redis': { label: 'koa-ratelimit, Redis (sorted-set log)', redis: true },
+}
+
+// bare first; the order of the others only matters for the forward/reverse rotation.
+export const FRAMEWORKS = {
+  express: ['bare', 'tollgate-memory', 'tollgate-redis', 'erl-memory', 'erl-redis', 'rlf-memory', 'rlf-redis'],
+  fastify: ['bare', 'tollgate-memory', 'tollgate-redis', 'frl-memory', 'frl-redis'],
+  koa: ['bare', 'tollgate-memory', 'tollgate-redis', 'krl-memory', 'krl-redis'],
+}
+
+export const MODES = {
+  one: {
+    label: 'overhead, one client',
+    what: 'one client IP, limit never reached (max 1e9 per 1 s window)',
+    max: 1e9,
+    windowMs: 1000,
+    script: 'one',
+  },
+  many: {
+    label: 'overhead, many clients',
+    what: 'distinct client IPs via X-Forwarded-For from a trusted proxy, round-robin; limit never reached (max 1e9 per 1 s window)',
+    max: 1e9,
+    windowMs: 1000,
+    script: 'many',
+  },
+  flood: {
+    label: 'flood',
+    what: 'one client far over its limit (max 10 per 60 s window): almost every response is a 429',
+    max: 10,
+    windowMs: 60_000,
+    script: 'one',
+  },
+}

@@ -1,0 +1,162 @@
+// The Markdown report of an HTTP benchmark run.
+import { CASES, FRAMEWORKS, MODES } from './cases.mjs'
+
+const int = (n) => (n == null ? '–' : Math.round(n).toLocaleString('en-US'))
+const f = (n, d = 2) => (n == null || Number.isNaN(n) ? '–' : n.toFixed(d))
+const signed = (n, d = 1) => (n == null ? '–' : `${n >= 0 ? '+' : '−'}${Math.abs(n).toFixed(d)}`)
+const range = (s, fmt) => (s?.n > 1 ? ` (${fmt(s.min)}…${fmt(s.max)})` : '')
+const esc = (s) => String(s).replace(/\|/g, '\\|').replace(/\n/g, ' ')
+
+function checkCell(rec) {
+  if (rec.status === 'skipped') return `skipped: ${esc(rec.reason)}`
+  const notes = rec.notes?.length ? `; note: ${esc(rec.notes.join('; '))}` : ''
+  if (rec.ok) return `ok${notes}`
+  return `**FAIL**: ${esc(rec.checks.join('; '))}${notes}`
+}
+
+function summaryCell(rec) {
+  if (!rec) return ''
+  if (rec.status === 'skipped') return 'skipped'
+  const s = rec.summary
+  if (!s?.cycles) return rec.ok ? '–' : '**FAIL**'
+  const cell =
+    rec.id === 'bare'
+      ? `${int(s.rps.median)} req/s · ${f(s.serverUsPerReq.median, 1)} µs/req`
+      : `${f(s.ratioToBare.median)}× · ${signed(s.plusUsPerReq.median)} µs`
+  return rec.ok ? cell : `**FAIL** ${cell}`
+}
+
+function detailRow(rec, mode) {
+  const label = rec.id === 'bare' ? `**${rec.label}**` : rec.label
+  if (rec.status === 'skipped' || !rec.summary?.cycles) {
+    return `| ${label} | – | – | – | – | – | – | – | – | – | – | ${checkCell(rec)} |`
+  }
+  const s = rec.summary
+  const ratio = rec.id === 'bare' ? '1' : `${f(s.ratioToBare.median)}${range(s.ratioToBare, (x) => f(x))}`
+  const plus =
+    rec.id === 'bare'
+      ? `(${f(s.serverUsPerReq.median, 1)} µs/req)`
+      : `${signed(s.plusUsPerReq.median)}${range(s.plusUsPerReq, (x) => signed(x))}`
+  const non2xx = s.non2xx === 0 ? '0' : `${int(s.non2xx)} (${f(s.non2xxShare * 100, s.non2xxShare > 0.99 ? 2 : 3)}%)`
+  const redisCase = CASES[rec.id].redis
+  const rc = redisCase ? f(s.redisCommandsPerReq.median) : '–'
+  const rr = redisCase ? f(s.redisReadsPerReq.median, 3) : '–'
+  const ru = redisCase ? f(s.redisUsPerReq.median, 1) : '–'
+  const busy = s.serverCpuShare?.median == null ? '–' : `${Math.round(s.serverCpuShare.median * 100)}%`
+  return `| ${label} | ${int(s.rps.median)} | ${ratio} | ${plus} | ${busy} | ${f(s.p50Ms.median)} | ${f(s.p99Ms.median)} | ${non2xx} | ${rc} | ${rr} | ${ru} | ${checkCell(rec)} |`
+}
+
+export function renderMarkdown({ meta, config: cfg, groups }) {
+  const out = []
+  const all = groups.flatMap((g) => Object.values(g.cases).map((c) => ({ g, c })))
+  const failed = all.filter(({ c }) => c.status !== 'skipped' && !c.ok)
+  const skipped = all.filter(({ c }) => c.status === 'skipped')
+  const passed = all.filter(({ c }) => c.ok)
+
+  out.push('# Tollgate HTTP benchmark')
+  out.push('')
+  out.push(
+    `${meta.date} · Node ${meta.node} · ${meta.cpu}, ${meta.cores} cores (${meta.pinned}) · ` +
+      `${cfg.cycles} cycles × ${cfg.slice} s slices, wrk -t1 -c${cfg.connections} · ` +
+      `${int(cfg.clients)} client IPs in "many" mode · run took ${f(meta.seconds / 60, 1)} min`,
+  )
+  out.push('')
+  out.push(
+    `Versions: ${Object.entries(meta.versions)
+      .filter(([, v]) => v)
+      .map(([p, v]) => `${p} ${v}`)
+      .join(', ')}; redis-server ${meta.redisServer}; wrk ${meta.wrk}. ` +
+      `Tollgate: ${Object.entries(meta.tollgate)
+        .map(([fw, v]) => `${fw} ${v}`)
+        .join('; ')}.`,
+  )
+  out.push('')
+  if (cfg.quick) out.push('> **Quick run** (`--quick`): short slices and two cycles, for checking the rig. Do not quote these numbers.\n')
+  if (failed.length) {
+    out.push(`> **CHECKS FAILED for ${failed.length} case(s):**`)
+    for (const { g, c } of failed) out.push(`> - ${g.framework} / ${g.mode} / ${c.id}: ${esc(c.checks.join('; '))}`)
+  } else {
+    out.push(`**Checks: all ${passed.length} measured cases passed** (overhead modes: no non-2xx; flood: ≥ 99% 429s; see below).`)
+  }
+  if (skipped.length) {
+    const reasons = [...new Set(skipped.map(({ c }) => c.reason))]
+    out.push('')
+    out.push(`Skipped ${skipped.length} case(s): ${reasons.map(esc).join('; ')}`)
+  }
+  out.push('')
+
+  // Summary: one table per framework, modes as columns.
+  const modes = cfg.modes
+  out.push('## Summary')
+  out.push('')
+  out.push(
+    'Median over cycles of throughput relative to the bare server of the same framework measured in the same cycle (×), ' +
+      'and the server CPU time each request adds over bare (µs). Bare rows give absolute req/s and CPU µs per request.',
+  )
+  for (const fw of cfg.frameworks) {
+    const gs = modes.map((m) => groups.find((g) => g.framework === fw && g.mode === m))
+    if (!gs.some(Boolean)) continue
+    out.push('')
+    out.push(`### ${fw}`)
+    out.push('')
+    out.push(`| case | ${modes.map((m) => MODES[m].label).join(' | ')} |`)
+    out.push(`|---|${modes.map(() => '---').join('|')}|`)
+    for (const id of FRAMEWORKS[fw]) {
+      const recs = gs.map((g) => g?.cases[id])
+      if (!recs.some(Boolean)) continue
+      const label = recs.find(Boolean).label
+      out.push(`| ${id === 'bare' ? `**${label}**` : label} | ${recs.map(summaryCell).join(' | ')} |`)
+    }
+  }
+  out.push('')
+
+  // Details.
+  out.push('## Details')
+  out.push('')
+  out.push(
+    'req/s: median of the slices. × bare: median of per-cycle ratios (min…max over cycles). ' +
+      '+µs/req: server CPU µs per request minus bare’s in the same cycle (min…max). server busy: the server’s CPU time over the slice’s wall time (median; well under 100% means it waited: on Redis, or on the load generator). p50/p99: medians of the slices’ wrk latency percentiles, ms. ' +
+      'non-2xx: over all measured slices. Redis cmd/req: commands Redis executed per request (INFO commandstats; ' +
+      'MULTI, EXEC and commands run inside scripts each count). Redis reads/req: socket reads by Redis per request ' +
+      '(≈ round trips; a pipeline read in one go counts once). Redis µs/req: redis-server CPU per request.',
+  )
+  for (const g of groups) {
+    const m = MODES[g.mode]
+    out.push('')
+    out.push(`### ${g.framework} — ${m.label}`)
+    out.push('')
+    out.push(`${m.what.replace('distinct client IPs', `${int(cfg.clients)} distinct client IPs`)}.`)
+    out.push('')
+    out.push(
+      '| case | req/s | × bare | +µs/req | server busy | p50 ms | p99 ms | non-2xx | Redis cmd/req | Redis reads/req | Redis µs/req | check |',
+    )
+    out.push('|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|---|')
+    for (const id of FRAMEWORKS[g.framework]) if (g.cases[id]) out.push(detailRow(g.cases[id], g.mode))
+    const bareBusy = g.cases.bare?.summary?.serverCpuShare?.median
+    if (bareBusy != null && bareBusy < 0.85) {
+      out.push('')
+      out.push(
+        `Note: the bare server was busy only ${Math.round(bareBusy * 100)}% of the time (median): the load generator, not the ` +
+          'server, set the pace, so × bare understates what the limiters cost here; +µs/req does not depend on it.',
+      )
+    }
+  }
+
+  // Anything the servers printed (validation warnings of a peer, errors).
+  const noisy = all.filter(({ c }) => c.serverStderr)
+  if (noisy.length) {
+    out.push('')
+    out.push('## Server output')
+    out.push('')
+    const seen = new Set()
+    for (const { g, c } of noisy) {
+      const text = c.serverStderr.slice(0, 600)
+      const key = `${g.framework}/${c.id}:${text.slice(0, 120)}`
+      if (seen.has(key)) continue
+      seen.add(key)
+      out.push(`- ${g.framework} / ${c.id} (${g.mode}): \`${esc(text.replace(/`/g, "'"))}\``)
+    }
+  }
+  out.push('')
+  return out.join('\n')
+}

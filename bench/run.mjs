@@ -1,0 +1,669 @@
+#!/usr/bin/env node
+// Tollgate HTTP benchmark: bare server vs Tollgate vs the peer libraries, per framework, in three
+// modes, with wrk. See bench/README.md for what is measured and how to read the table.
+//
+//   npm run bench                       full run (~11 min)
+//   npm run bench -- --quick            development run (~2-3 min)
+//   npm run bench -- --help             all knobs
+import { execFile } from 'node:child_process'
+import { existsSync, readFileSync, writeFileSync } from 'node:fs'
+import { request } from 'node:http'
+import os from 'node:os'
+import { dirname, join, relative, resolve } from 'node:path'
+import { fileURLToPath } from 'node:url'
+import { parseArgs } from 'node:util'
+import { CASES, FRAMEWORKS, MODES } from './lib/cases.mjs'
+import {
+  canPin,
+  checkTools,
+  cpuMicros,
+  deadline,
+  freePort,
+  installSignalHandlers,
+  pinned,
+  shutdown,
+  spawnTracked,
+  startRedis,
+  stopChild,
+  waitForLine,
+} from './lib/procs.mjs'
+import { renderMarkdown } from './lib/report.mjs'
+import { runWrk } from './lib/wrk.mjs'
+
+const BENCH_DIR = dirname(fileURLToPath(import.meta.url))
+const ROOT = join(BENCH_DIR, '..')
+const SERVER_CORE = 0
+const LOAD_CORE = 1 // wrk and redis-server
+const SETTLE_MS = 100
+
+// ---------------------------------------------------------------------------------------------
+// Configuration: defaults < --quick < environment < command line.
+
+const HELP = `Usage: npm run bench -- [options]      (or: node bench/run.mjs [options])
+
+  --quick                 development run: 2 cycles of 1 s slices (~2-3 min)      BENCH_QUICK=1
+  --cycles N              measurement cycles (default 5; alternately forward/reverse)  BENCH_CYCLES
+  --slice S               seconds per wrk slice, whole seconds (default 2)        BENCH_SLICE
+  --warmup S              seconds of warm-up per server before the cycles (default 1)  BENCH_WARMUP
+  --warmup-parallel       warm all servers of a group at once (default with --quick)  BENCH_WARMUP_PARALLEL=1
+  --connections N         wrk connections (default 50; one wrk thread)            BENCH_CONNECTIONS
+  --clients N             distinct X-Forwarded-For addresses in "many" mode (default 10000)  BENCH_CLIENTS
+  --frameworks LIST       comma list of: ${Object.keys(FRAMEWORKS).join(', ')}      BENCH_FRAMEWORKS
+  --modes LIST            comma list of: ${Object.keys(MODES).join(', ')}            BENCH_MODES
+  --cases LIST            comma list of case ids or prefixes (bare is always kept),
+                          e.g. tollgate or erl-redis,frl                          BENCH_CASES
+  --out NAME              results base name in bench/ (default RESULTS-latest, or RESULTS-quick
+                          with --quick); writes NAME.md and NAME.json             BENCH_OUT
+  --max-minutes M         hard time limit for the whole run (default 20; quick 8)  BENCH_MAX_MINUTES
+  --list                  print the cases and exit
+  -h, --help
+
+Cases: ${Object.entries(FRAMEWORKS)
+  .map(([fw, cs]) => `\n  ${fw.padEnd(8)} ${cs.join(', ')}`)
+  .join('')}
+`
+
+function config() {
+  const { values } = parseArgs({
+    options: {
+      quick: { type: 'boolean' },
+      cycles: { type: 'string' },
+      slice: { type: 'string' },
+      warmup: { type: 'string' },
+      'warmup-parallel': { type: 'boolean' },
+      connections: { type: 'string' },
+      clients: { type: 'string' },
+      frameworks: { type: 'string' },
+      modes: { type: 'string' },
+      cases: { type: 'string' },
+      out: { type: 'string' },
+      'max-minutes': { type: 'string' },
+      list: { type: 'boolean' },
+      help: { type: 'boolean', short: 'h' },
+    },
+  })
+  if (values.help) {
+    process.stdout.write(HELP)
+    process.exit(0)
+  }
+  if (values.list) {
+    for (const [fw, cs] of Object.entries(FRAMEWORKS)) {
+      for (const c of cs) process.stdout.write(`${fw.padEnd(8)} ${c.padEnd(16)} ${CASES[c].label}\n`)
+    }
+    process.exit(0)
+  }
+  const env = process.env
+  const truthy = (v) => ['1', 'true', 'yes'].includes(String(v).toLowerCase())
+  const quick = values.quick ?? truthy(env.BENCH_QUICK ?? '')
+  const pick = (cli, envName, dflt) => cli ?? env[envName] ?? dflt
+  const int = (v, name, min) => {
+    const n = Number(v)
+    if (!Number.isInteger(n) || n < min) {
+      process.stderr.write(`${name} must be a whole number >= ${min}, got ${v}\n`)
+      process.exit(2)
+    }
+    return n
+  }
+  const list = (v, allowed, name) => {
+    const items = String(v)
+      .split(',')
+      .map((s) => s.trim())
+      .filter(Boolean)
+    const bad = items.filter((i) => !allowed.includes(i))
+    if (bad.length) {
+      process.stderr.write(`unknown ${name}: ${bad.join(', ')} (choose from ${allowed.join(', ')})\n`)
+      process.exit(2)
+    }
+    return items
+  }
+  const cfg = {
+    quick,
+    cycles: int(pick(values.cycles, 'BENCH_CYCLES', quick ? 2 : 5), '--cycles', 1),
+    slice: int(pick(values.slice, 'BENCH_SLICE', quick ? 1 : 2), '--slice', 1),
+    warmup: int(pick(values.warmup, 'BENCH_WARMUP', quick ? 2 : 1), '--warmup', 0),
+    warmupParallel: values['warmup-parallel'] ?? (env.BENCH_WARMUP_PARALLEL ? truthy(env.BENCH_WARMUP_PARALLEL) : quick),
+    connections: int(pick(values.connections, 'BENCH_CONNECTIONS', 50), '--connections', 1),
+    clients: int(pick(values.clients, 'BENCH_CLIENTS', 10000), '--clients', 2),
+    frameworks: list(pick(values.frameworks, 'BENCH_FRAMEWORKS', Object.keys(FRAMEWORKS).join(',')), Object.keys(FRAMEWORKS), 'framework'),
+    modes: list(pick(values.modes, 'BENCH_MODES', Object.keys(MODES).join(',')), Object.keys(MODES), 'mode'),
+    casesFilter: (pick(values.cases, 'BENCH_CASES', '') || '')
+      .split(',')
+      .map((s) => s.trim())
+      .filter(Boolean),
+    out: pick(values.out, 'BENCH_OUT', quick ? 'RESULTS-quick' : 'RESULTS-latest'),
+    maxMinutes: Number(pick(values['max-minutes'], 'BENCH_MAX_MINUTES', quick ? 8 : 20)),
+  }
+  return cfg
+}
+
+function casesOf(fw, filter) {
+  const all = FRAMEWORKS[fw]
+  if (!filter.length) return all
+  const picked = all.filter((c) => c === 'bare' || filter.some((f) => c === f || c.startsWith(f)))
+  return picked
+}
+
+// ---------------------------------------------------------------------------------------------
+// Helpers
+
+const log = (s = '') => process.stderr.write(`${s}\n`)
+
+function version(pkg) {
+  try {
+    return JSON.parse(readFileSync(join(ROOT, 'node_modules', pkg, 'package.json'), 'utf8')).version
+  } catch {
+    return null
+  }
+}
+
+/** Whether @tollgate/<fw> imports, and if not, a note saying why. Checked in a child process. */
+function tollgateStatus(fw) {
+  const name = `@tollgate/${fw}`
+  return new Promise((resolve) => {
+    execFile(
+      process.execPath,
+      [
+        '--input-type=module',
+        '-e',
+        `const m = await import(${JSON.stringify(name)});
+         const missing = ['rateLimit', 'RedisStore'].filter((k) => typeof m[k] !== 'function');
+         if (missing.length) { console.error('MISSING ' + missing.join(' and ')); process.exit(3) }
+         process.exit(0)`,
+      ],
+      { cwd: BENCH_DIR, timeout: 30_000 },
+      (err, _out, stderr) => {
+        if (!err) return resolve({ ok: true })
+        const dist = join(ROOT, 'packages', fw, 'dist')
+        const link = join(ROOT, 'node_modules', '@tollgate', fw)
+        let why
+        const missing = String(stderr).match(/^MISSING (.*)$/m)
+        if (missing) why = `${name} does not export ${missing[1]} yet (packages/${fw}/dist built from a stub?)`
+        else if (!existsSync(dist)) why = `${name} is not built (no packages/${fw}/dist): run \`npm run build\``
+        else if (!existsSync(link)) why = `${name} is built but not linked into node_modules: run \`npm install\` at the root`
+        else {
+          const line =
+            String(stderr)
+              .split('\n')
+              .find((l) => /Error/.test(l)) ?? String(err.message).split('\n')[0]
+          why = `${name} failed to import: ${line.trim()}`
+        }
+        resolve({ ok: false, why })
+      },
+    )
+  })
+}
+
+function httpGet(port, path, headers = {}) {
+  return new Promise((resolve, reject) => {
+    const req = request({ host: '127.0.0.1', port, path, headers, agent: false, timeout: 5000 }, (res) => {
+      let body = ''
+      res.setEncoding('utf8')
+      res.on('data', (d) => (body += d))
+      res.on('end', () => resolve({ status: res.statusCode, headers: res.headers, body }))
+    })
+    req.on('timeout', () => req.destroy(new Error(`GET ${path} timed out`)))
+    req.on('error', reject)
+    req.end()
+  })
+}
+
+/**
+ * Checks run outside the measured slices, before and after them: the server answers {"ok":true}; in
+ * "many" mode it resolves the client IP from X-Forwarded-For; in "flood" mode a limiter answers 429
+ * once `max` requests have been allowed. Returns { problems, notes }: problems fail the case, notes
+ * are shown next to it.
+ */
+async function probe(srv, mode, when) {
+  const m = MODES[mode]
+  const problems = []
+  const notes = []
+  const limiter = srv.name !== 'bare'
+  const get = (path = '/', headers) => httpGet(srv.port, path, headers)
+  const okBody = (r) => r.status === 200 && r.body.trim() === '{"ok":true}'
+  const show = (r) => `${r.status} ${r.body.slice(0, 160)}`
+
+  if (mode !== 'flood' || when === 'before' || !limiter) {
+    const r = await get()
+    if (!okBody(r)) problems.push(`GET / answered ${show(r)}`)
+  }
+  if (mode === 'many') {
+    const ip = '10.250.1.2'
+    const r = await get('/__ip', { 'X-Forwarded-For': ip })
+    let seen
+    try {
+      seen = JSON.parse(r.body).ip
+    } catch {}
+    if (seen !== ip) problems.push(`trust proxy: X-Forwarded-For ${ip} was resolved as ${seen ?? show(r)}`)
+  }
+  if (mode === 'flood' && limiter) {
+    // Before: the window is fresh (1 request used above), so expect 200s then 429s.
+    // After: the client is over its limit; if the window just rolled over, 429s come back within max+1.
+    const statuses = []
+    for (let i = 0; i < m.max + 3; i++) {
+      statuses.push((await get()).status)
+      if (when === 'after' && statuses.at(-1) === 429) break
+    }
+    const allowed = statuses.filter((x) => x === 200).length + (when === 'before' ? 1 : 0)
+    const other = statuses.filter((x) => x !== 200 && x !== 429)
+    if (other.length) problems.push(`flood: unexpected statuses ${[...new Set(other)].join(', ')}`)
+    if (!statuses.includes(429)) problems.push(`flood: no 429 after ${statuses.length} requests (max ${m.max})`)
+    else if (when === 'before' && allowed > m.max)
+      notes.push(`${allowed} requests allowed in the first window (max ${m.max}), see server output`)
+  }
+  return { problems, notes }
+}
+
+function parseInfo(text) {
+  const calls = {}
+  let reads = 0
+  for (const line of text.split('\n')) {
+    let m = line.match(/^cmdstat_([^:]+):calls=(\d+)/)
+    if (m) calls[m[1]] = Number(m[2])
+    m = line.match(/^total_reads_processed:(\d+)/)
+    if (m) reads = Number(m[1])
+  }
+  return { calls, reads }
+}
+
+function infoDelta(a, b) {
+  const byCommand = {}
+  let total = 0
+  for (const [cmd, n] of Object.entries(b.calls)) {
+    if (cmd === 'info') continue // our own snapshots
+    const d = n - (a.calls[cmd] ?? 0)
+    if (d > 0) {
+      byCommand[cmd] = d
+      total += d
+    }
+  }
+  return { total, byCommand, reads: Math.max(0, b.reads - a.reads - 1) } // -1: the INFO that took `b`
+}
+
+async function countKeys(redis, prefix) {
+  let cursor = '0'
+  let n = 0
+  do {
+    const [next, keys] = await redis.scan(cursor, 'MATCH', `${prefix}*`, 'COUNT', 2000)
+    cursor = next
+    n += keys.length
+  } while (cursor !== '0')
+  return n
+}
+
+// ---------------------------------------------------------------------------------------------
+// One group = one framework in one mode: all its servers up at once, wrk rotated through them.
+
+async function startServer(fw, caseName, mode, ctx) {
+  const m = MODES[mode]
+  const port = await freePort()
+  const prefix = `bench:${ctx.runId}:${fw}:${mode}:${caseName}:`
+  const srv = { name: caseName, port, prefix, status: 'starting', stderr: '', stdout: '' }
+  const args = [
+    join(BENCH_DIR, 'servers', `${fw}.mjs`),
+    '--case',
+    caseName,
+    '--port',
+    String(port),
+    '--max',
+    String(m.max),
+    '--window-ms',
+    String(m.windowMs),
+    '--prefix',
+    prefix,
+  ]
+  if (CASES[caseName].redis) args.push('--redis', ctx.redis.url)
+  const [cmd, argv] = pinned(SERVER_CORE, process.execPath, args)
+  const child = spawnTracked(`${fw}/${caseName}`, cmd, argv, {
+    cwd: BENCH_DIR,
+    env: { ...process.env, NODE_ENV: 'production' },
+  })
+  srv.child = child
+  srv.pid = child.pid
+  child.stderr.setEncoding('utf8')
+  child.stderr.on('data', (d) => {
+    if (srv.stderr.length < 8000) srv.stderr += d
+  })
+  try {
+    const match = await waitForLine(child, /^(READY|SKIP)\b ?(.*)$/, 30_000, `${fw}/${caseName}`)
+    if (match[1] === 'SKIP') {
+      srv.status = 'skipped'
+      srv.reason = match[2]
+      await stopChild(child)
+    } else {
+      srv.status = 'running'
+    }
+  } catch (err) {
+    srv.status = 'failed'
+    srv.reason = `${err.message}${srv.stderr ? `: ${srv.stderr.trim().split('\n').slice(-5).join(' | ')}` : ''}`
+    await stopChild(child)
+  }
+  child.stdout.on('data', (d) => {
+    if (srv.stdout.length < 4000) srv.stdout += d
+  })
+  child.once('exit', (code, signal) => {
+    if (srv.status === 'running' && !ctx.stopping.has(srv)) {
+      srv.status = 'failed'
+      srv.reason = `server exited during the run (${signal ?? code}): ${srv.stderr.trim().split('\n').slice(-5).join(' | ')}`
+    }
+  })
+  return srv
+}
+
+async function measure(srv, mode, ctx, cycle, order) {
+  const redis = ctx.redisClient
+  const info0 = parseInfo(await redis.info('stats', 'commandstats'))
+  const cpu0 = cpuMicros(srv.pid)
+  const rcpu0 = cpuMicros(ctx.redis.pid)
+  const t0 = performance.now()
+  const w = await runWrk({
+    port: srv.port,
+    seconds: ctx.cfg.slice,
+    connections: ctx.cfg.connections,
+    script: MODES[mode].script,
+    clients: ctx.cfg.clients,
+    core: LOAD_CORE,
+  })
+  // Let the server finish the requests still in flight when wrk stopped (and their Redis calls),
+  // so they are counted in this slice and not the next.
+  await new Promise((r) => setTimeout(r, SETTLE_MS))
+  let cpu1 = cpu0
+  try {
+    cpu1 = cpuMicros(srv.pid)
+  } catch {}
+  const rcpu1 = cpuMicros(ctx.redis.pid)
+  const wallUs = (performance.now() - t0) * 1000
+  const info1 = parseInfo(await redis.info('stats', 'commandstats'))
+  const d = infoDelta(info0, info1)
+  const n = Math.max(1, w.requests)
+  return {
+    cycle,
+    order,
+    requests: w.requests,
+    seconds: w.duration_us / 1e6,
+    rps: w.rps,
+    non2xx: w.non2xx,
+    socketErrors: w.socket_errors,
+    wrk: w,
+    p50Ms: w.p50_us / 1000,
+    p99Ms: w.p99_us / 1000,
+    serverCpuUs: cpu1 - cpu0,
+    serverUsPerReq: (cpu1 - cpu0) / n,
+    // Share of one core over wrk's run (the settle time adds only the tail of in-flight requests).
+    serverCpuShare: (cpu1 - cpu0) / w.duration_us,
+    redisCpuShare: (rcpu1 - rcpu0) / w.duration_us,
+    wallUs,
+    redisCpuUs: rcpu1 - rcpu0,
+    redisUsPerReq: (rcpu1 - rcpu0) / n,
+    redisCommands: d.total,
+    redisCommandsPerReq: d.total / n,
+    redisCommandsByName: d.byCommand,
+    redisReads: d.reads,
+    redisReadsPerReq: d.reads / n,
+  }
+}
+
+async function probeAll(servers, mode, group, when) {
+  for (const s of servers) {
+    const rec = group.cases[s.name]
+    try {
+      const { problems, notes } = await probe(s, mode, when)
+      for (const p of problems) rec.checks.push(`${when} the run: ${p}`)
+      for (const n of notes) rec.notes.push(`${when} the run: ${n}`)
+    } catch (err) {
+      rec.checks.push(`${when} the run: ${err.message}`)
+    }
+  }
+}
+
+async function runGroup(fw, mode, ctx) {
+  const { cfg } = ctx
+  const m = MODES[mode]
+  const caseNames = casesOf(fw, cfg.casesFilter)
+  const group = { framework: fw, mode, modeLabel: m.label, max: m.max, windowMs: m.windowMs, cases: {} }
+  log(`\n== ${fw} / ${m.label}: ${caseNames.join(', ')}`)
+  await ctx.redisClient.flushall()
+
+  // Start every server of the group at once (Tollgate cases are skipped up front if it is not built).
+  const servers = await Promise.all(
+    caseNames.map(async (c) => {
+      if (CASES[c].tollgate && !ctx.tollgate[fw].ok) {
+        return { name: c, status: 'skipped', reason: ctx.tollgate[fw].why }
+      }
+      return startServer(fw, c, mode, ctx)
+    }),
+  )
+  for (const s of servers) {
+    group.cases[s.name] = { id: s.name, label: CASES[s.name].label, status: s.status, reason: s.reason, slices: [], checks: [], notes: [] }
+    if (s.status !== 'running') log(`   ${s.name}: ${s.status}: ${s.reason}`)
+  }
+  const running = () => servers.filter((s) => s.status === 'running')
+
+  // Checks before measuring (after a moment for the servers' start-up work to settle).
+  await new Promise((r) => setTimeout(r, 500))
+  await probeAll(running(), mode, group, 'before')
+
+  // Warm-up, so the JIT has settled before the first measured slice. One server at a time by default:
+  // warming them all at once starves each of CPU for tens of ms at a time, which trips short store
+  // deadlines (Tollgate's falls back to its local limiter) in a way no measured slice would see.
+  if (cfg.warmup > 0 && running().length) {
+    const warm = (s, seconds, connections) =>
+      runWrk({ port: s.port, seconds, connections, script: m.script, clients: cfg.clients, core: LOAD_CORE }).catch((err) =>
+        group.cases[s.name].checks.push(`warm-up: ${err.message.split('\n')[0]}`),
+      )
+    if (cfg.warmupParallel) {
+      log(`   warm-up ${cfg.warmup} s, all servers at once`)
+      await Promise.all(running().map((s) => warm(s, cfg.warmup, 10)))
+    } else {
+      log(`   warm-up ${cfg.warmup} s per server`)
+      for (const s of running()) await warm(s, cfg.warmup, cfg.connections)
+    }
+    await new Promise((r) => setTimeout(r, 2 * SETTLE_MS)) // let the last warm-up's requests drain
+  }
+
+  // Cycles: forward, reverse, forward, ... so no case always follows the same neighbour.
+  for (const s of servers) s.stderrBeforeCycles = (s.stderr ?? '').length
+  for (let cycle = 0; cycle < cfg.cycles; cycle++) {
+    const order = cycle % 2 === 0 ? servers : [...servers].reverse()
+    const line = []
+    let pos = 0
+    for (const s of order) {
+      if (s.status !== 'running') continue
+      const rec = group.cases[s.name]
+      try {
+        const slice = await measure(s, mode, ctx, cycle, pos++)
+        rec.slices.push(slice)
+        line.push(`${s.name} ${(slice.rps / 1000).toFixed(1)}k`)
+        if (mode === 'many' && CASES[s.name].redis && rec.keysSeen === undefined) {
+          rec.keysSeen = await countKeys(ctx.redisClient, s.prefix)
+        }
+      } catch (err) {
+        rec.checks.push(`cycle ${cycle + 1}: ${err.message.split('\n')[0]}`)
+        line.push(`${s.name} ERROR`)
+      }
+    }
+    log(`   cycle ${cycle + 1}/${cfg.cycles} ${cycle % 2 ? '<-' : '->'} ${line.join(', ')}`)
+  }
+
+  // Checks after measuring, then stop the group's servers.
+  await probeAll(running(), mode, group, 'after')
+  for (const s of servers) {
+    if (s.child) {
+      ctx.stopping.add(s)
+      await stopChild(s.child)
+    }
+    const rec = group.cases[s.name]
+    rec.status = s.status === 'running' ? 'ok' : s.status
+    if (s.status === 'failed') rec.reason = s.reason
+    const noise = (s.stderr ?? '').trim()
+    if (noise && s.status !== 'skipped') {
+      rec.serverStderr = noise.slice(0, 2000)
+      const during = (s.stderr ?? '').length > (s.stderrBeforeCycles ?? Infinity)
+      rec.notes.push(
+        `the server wrote to stderr ${during ? 'during the measured cycles' : 'before the measured cycles'} (see Server output)`,
+      )
+    }
+  }
+  summarize(group, ctx)
+  return group
+}
+
+// ---------------------------------------------------------------------------------------------
+// Statistics and the checks on the measured slices.
+
+const median = (xs) => {
+  if (!xs.length) return null
+  const s = [...xs].sort((a, b) => a - b)
+  const h = s.length >> 1
+  return s.length % 2 ? s[h] : (s[h - 1] + s[h]) / 2
+}
+const spread = (xs) => ({
+  median: median(xs),
+  min: xs.length ? Math.min(...xs) : null,
+  max: xs.length ? Math.max(...xs) : null,
+  n: xs.length,
+})
+
+function summarize(group, ctx) {
+  const bare = group.cases.bare
+  const bareByCycle = new Map((bare?.slices ?? []).map((s) => [s.cycle, s]))
+  for (const rec of Object.values(group.cases)) {
+    if (rec.status === 'skipped') continue
+    const ratios = []
+    const plusUs = []
+    for (const s of rec.slices) {
+      const b = bareByCycle.get(s.cycle)
+      if (!b || !b.rps) continue
+      ratios.push(s.rps / b.rps)
+      plusUs.push(s.serverUsPerReq - b.serverUsPerReq)
+    }
+    const requests = rec.slices.reduce((a, s) => a + s.requests, 0)
+    const non2xx = rec.slices.reduce((a, s) => a + s.non2xx, 0)
+    const socketErrors = rec.slices.reduce((a, s) => a + s.socketErrors, 0)
+    rec.summary = {
+      cycles: rec.slices.length,
+      requests,
+      non2xx,
+      non2xxShare: requests ? non2xx / requests : 0,
+      socketErrors,
+      rps: spread(rec.slices.map((s) => s.rps)),
+      ratioToBare: spread(ratios),
+      plusUsPerReq: spread(plusUs),
+      serverUsPerReq: spread(rec.slices.map((s) => s.serverUsPerReq)),
+      serverCpuShare: spread(rec.slices.map((s) => s.serverCpuShare)),
+      p50Ms: spread(rec.slices.map((s) => s.p50Ms)),
+      p99Ms: spread(rec.slices.map((s) => s.p99Ms)),
+      redisCommandsPerReq: spread(rec.slices.map((s) => s.redisCommandsPerReq)),
+      redisReadsPerReq: spread(rec.slices.map((s) => s.redisReadsPerReq)),
+      redisUsPerReq: spread(rec.slices.map((s) => s.redisUsPerReq)),
+    }
+    const sum = rec.summary
+    const limiter = rec.id !== 'bare'
+    if (rec.status === 'failed') rec.checks.push(rec.reason)
+    if (rec.status === 'ok' && rec.slices.length < ctx.cfg.cycles)
+      rec.checks.push(`only ${rec.slices.length} of ${ctx.cfg.cycles} slices measured`)
+    if (group.mode === 'flood' && limiter) {
+      if (requests && sum.non2xxShare < 0.99)
+        rec.checks.push(`flood: only ${(sum.non2xxShare * 100).toFixed(2)}% of responses were non-2xx (want >= 99% 429s)`)
+    } else if (non2xx > 0) {
+      rec.checks.push(`${non2xx} non-2xx responses (${(sum.non2xxShare * 100).toFixed(3)}%) where the limit is never reached`)
+    }
+    if (socketErrors > 0) rec.checks.push(`${socketErrors} socket errors (connect/read/write/timeout) reported by wrk`)
+    if (limiter && CASES[rec.id].redis && rec.keysSeen !== undefined) {
+      const want = Math.min(1000, Math.floor(ctx.cfg.clients / 2))
+      if (rec.keysSeen < want)
+        rec.checks.push(
+          `many clients: only ${rec.keysSeen} keys under the case's prefix after a slice (want >= ${want}); the limiter is not keying by the forwarded IP`,
+        )
+    }
+    if (!CASES[rec.id].redis && rec.slices.some((s) => s.redisCommandsPerReq > 0.01))
+      rec.checks.push('a case without Redis sent Redis commands during a slice')
+    rec.ok = rec.status !== 'skipped' && rec.checks.length === 0
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+
+async function main() {
+  const cfg = config()
+  installSignalHandlers()
+  checkTools(['wrk', 'redis-server'])
+  deadline(cfg.maxMinutes, 'the benchmark')
+  const t0 = Date.now()
+
+  const groups = []
+  for (const fw of cfg.frameworks) for (const mode of cfg.modes) groups.push([fw, mode])
+  const slices = groups.reduce((a, [fw]) => a + casesOf(fw, cfg.casesFilter).length, 0) * cfg.cycles
+  const servers = slices / cfg.cycles
+  const estimate = slices * (cfg.slice + 0.25) + (cfg.warmupParallel ? groups.length : servers) * (cfg.warmup + 0.2) + groups.length * 3
+  log(
+    `Tollgate bench: ${cfg.frameworks.join(', ')} x ${cfg.modes.join(', ')}; ${cfg.cycles} cycles x ${cfg.slice} s slices, ` +
+      `wrk -t1 -c${cfg.connections}; about ${Math.ceil(estimate / 60)} min`,
+  )
+
+  const tollgate = {}
+  await Promise.all(cfg.frameworks.map(async (fw) => (tollgate[fw] = await tollgateStatus(fw))))
+  for (const fw of cfg.frameworks) if (!tollgate[fw].ok) log(`note: Tollgate cases for ${fw} are skipped: ${tollgate[fw].why}`)
+
+  const redis = await startRedis(LOAD_CORE)
+  log(`redis-server pid ${redis.pid} on ${redis.url}`)
+  const { Redis } = await import('ioredis')
+  const redisClient = new Redis(redis.url)
+  redisClient.on('error', () => {})
+  const ctx = { cfg, redis, redisClient, tollgate, runId: Date.now().toString(36), stopping: new Set() }
+
+  const results = []
+  try {
+    for (const [fw, mode] of groups) results.push(await runGroup(fw, mode, ctx))
+  } finally {
+    redisClient.disconnect()
+    await redis.stop()
+  }
+
+  const meta = {
+    date: new Date().toISOString(),
+    node: process.version,
+    cpu: os.cpus()[0]?.model ?? 'unknown',
+    cores: os.availableParallelism(),
+    pinned: canPin ? `servers on core ${SERVER_CORE}; wrk and redis-server on core ${LOAD_CORE}` : 'not pinned',
+    redisServer: await new Promise((r) =>
+      execFile('redis-server', ['--version'], (e, out) => r(e ? null : (out.match(/v=(\S+)/)?.[1] ?? null))),
+    ),
+    wrk: await new Promise((r) => execFile('wrk', ['-v'], (e, out, err) => r(`${out}${err}`.match(/wrk (\S+)/)?.[1] ?? null))),
+    versions: Object.fromEntries(
+      [
+        'express',
+        'fastify',
+        'koa',
+        '@koa/router',
+        'ioredis',
+        'express-rate-limit',
+        'rate-limit-redis',
+        '@fastify/rate-limit',
+        'koa-ratelimit',
+        'rate-limiter-flexible',
+      ].map((p) => [p, version(p)]),
+    ),
+    tollgate: Object.fromEntries(
+      Object.entries(tollgate).map(([fw, t]) => [fw, t.ok ? (version(`@tollgate/${fw}`) ?? 'ok') : `skipped: ${t.why}`]),
+    ),
+    seconds: Math.round((Date.now() - t0) / 1000),
+  }
+  const report = { meta, config: cfg, groups: results }
+  const md = renderMarkdown(report)
+  const mdPath = resolve(BENCH_DIR, `${cfg.out}.md`)
+  const jsonPath = resolve(BENCH_DIR, `${cfg.out}.json`)
+  writeFileSync(mdPath, md)
+  // Raw numbers, floats rounded to 4 decimals (µs and ratios do not need more).
+  const round = (_k, v) => (typeof v === 'number' && !Number.isInteger(v) ? Math.round(v * 1e4) / 1e4 : v)
+  writeFileSync(jsonPath, `${JSON.stringify(report, round, 1)}\n`)
+  process.stdout.write(`\n${md}\n`)
+  const failed = results.flatMap((g) => Object.values(g.cases).filter((c) => c.status !== 'skipped' && !c.ok))
+  log(`wrote ${relative(process.cwd(), mdPath)} and ${relative(process.cwd(), jsonPath)} in ${Math.round(meta.seconds / 6) / 10} min`)
+  if (failed.length) {
+    log(`FAILED: ${failed.length} case(s) did not pass their checks; see the table`)
+    await shutdown(1)
+  }
+  await shutdown(0)
+}
+
+await main()

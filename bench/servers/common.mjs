@@ -1,0 +1,91 @@
+// Shared plumbing for the benchmark servers: argument parsing, the Redis client, READY, and
+// shutting down when the runner goes away. Nothing here runs on the request path.
+import { parseArgs } from 'node:util'
+
+export function serverArgs() {
+  const { values } = parseArgs({
+    options: {
+      case: { type: 'string' },
+      port: { type: 'string' },
+      max: { type: 'string', default: '1000000000' },
+      'window-ms': { type: 'string', default: '1000' },
+      redis: { type: 'string', default: '' },
+      prefix: { type: 'string', default: 'bench:' },
+    },
+  })
+  if (!values.case || !values.port) {
+    fail('usage: node <server>.mjs --case <name> --port <port> [--max N] [--window-ms MS] [--redis URL] [--prefix P]')
+  }
+  return {
+    caseName: values.case,
+    port: Number(values.port),
+    max: Number(values.max),
+    windowMs: Number(values['window-ms']),
+    redisUrl: values.redis,
+    prefix: values.prefix,
+  }
+}
+
+/** Print a reason the runner can show, then exit with code 3 ("case skipped"). */
+export function skip(reason) {
+  process.stdout.write(`SKIP ${reason.replace(/\s+/g, ' ')}\n`)
+  process.exit(3)
+}
+
+export function fail(message) {
+  process.stderr.write(`${message}\n`)
+  process.exit(2)
+}
+
+let redisClient
+/** One ioredis client per server process, created on first use and checked with PING before READY. */
+export async function redis(url) {
+  if (redisClient) return redisClient
+  if (!url) fail('this case needs --redis <url>')
+  const { Redis } = await import('ioredis')
+  redisClient = new Redis(url, { lazyConnect: true })
+  redisClient.on('error', (err) => process.stderr.write(`redis client error: ${err.message}\n`))
+  await redisClient.connect()
+  await redisClient.ping()
+  return redisClient
+}
+
+/**
+ * Import a Tollgate adapter, or skip the case with a note saying why (usually: not built yet).
+ */
+export async function importTollgate(framework) {
+  const name = `@tollgate/${framework}`
+  let mod
+  try {
+    mod = await import(name)
+  } catch (err) {
+    skip(
+      `${name} could not be imported (${err.code ?? err.message}); run \`npm run build\` (and \`npm install\` if node_modules/@tollgate/${framework} is missing)`,
+    )
+  }
+  const missing = ['rateLimit', 'RedisStore'].filter((k) => typeof mod[k] !== 'function')
+  if (missing.length) skip(`${name} does not export ${missing.join(' and ')} yet (built from a stub?)`)
+  return mod
+}
+
+export function ready(server, caseName) {
+  // The runner waits for this exact line.
+  process.stdout.write(`READY ${caseName} pid=${process.pid}\n`)
+  const stop = () => {
+    try {
+      server.close?.()
+    } catch {}
+    try {
+      redisClient?.disconnect()
+    } catch {}
+    process.exit(0)
+  }
+  process.on('SIGTERM', stop)
+  process.on('SIGINT', stop)
+  // The runner holds our stdin open; if it dies (even by SIGKILL), stdin ends and so do we.
+  process.stdin.on('end', stop)
+  process.stdin.on('error', stop)
+  process.stdin.resume()
+}
+
+export const BODY = { ok: true }

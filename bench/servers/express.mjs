@@ -1,0 +1,76 @@
+// Express 5 benchmark server: one case per process.
+//   node bench/servers/express.mjs --case <case> --port <port> [--max N --window-ms MS --redis URL --prefix P]
+import express from 'express'
+import { BODY, fail, importTollgate, ready, redis, serverArgs } from './common.mjs'
+
+const args = serverArgs()
+const { caseName, max, windowMs, prefix } = args
+
+const app = express()
+// Trust X-Forwarded-For from loopback only (wrk connects from 127.0.0.1); req.ip is then the
+// forwarded client, which every limiter below keys by.
+app.set('trust proxy', 'loopback')
+
+async function limiterFor(name) {
+  switch (name) {
+    case 'bare':
+      return null
+    case 'tollgate-memory': {
+      const { rateLimit } = await importTollgate('express')
+      return rateLimit({ max, window: windowMs })
+    }
+    case 'tollgate-redis': {
+      const { rateLimit, RedisStore } = await importTollgate('express')
+      return rateLimit({ max, window: windowMs, prefix, store: new RedisStore({ client: await redis(args.redisUrl) }) })
+    }
+    case 'erl-memory': {
+      const { rateLimit } = await import('express-rate-limit')
+      return rateLimit({ windowMs, limit: max })
+    }
+    case 'erl-redis': {
+      const { rateLimit } = await import('express-rate-limit')
+      const { RedisStore } = await import('rate-limit-redis')
+      const client = await redis(args.redisUrl)
+      return rateLimit({
+        windowMs,
+        limit: max,
+        store: new RedisStore({ sendCommand: (command, ...rest) => client.call(command, ...rest), prefix }),
+      })
+    }
+    case 'rlf-memory':
+    case 'rlf-redis': {
+      // rate-limiter-flexible has no Express middleware; this is the one from its README, except that
+      // a store error becomes a 500 (not a 429) so the checks cannot mistake failures for limiting.
+      const { RateLimiterMemory, RateLimiterRedis } = await import('rate-limiter-flexible')
+      const opts = { points: max, duration: windowMs / 1000, keyPrefix: prefix }
+      const limiter =
+        name === 'rlf-memory' ? new RateLimiterMemory(opts) : new RateLimiterRedis({ ...opts, storeClient: await redis(args.redisUrl) })
+      return (req, res, next) => {
+        limiter.consume(req.ip).then(
+          () => next(),
+          (rej) => {
+            if (rej instanceof Error) next(rej)
+            else res.status(429).send('Too Many Requests')
+          },
+        )
+      }
+    }
+    default:
+      fail(`express: unknown case ${name}`)
+  }
+}
+
+const limiter = await limiterFor(caseName)
+if (limiter) app.use(limiter)
+app.get('/', (req, res) => {
+  res.json(BODY)
+})
+// Used once by the runner's checks (trust proxy works); never under load.
+app.get('/__ip', (req, res) => {
+  res.json({ ip: req.ip })
+})
+
+const server = app.listen(args.port, '127.0.0.1', (err) => {
+  if (err) fail(`listen: ${err.message}`)
+  ready(server, caseName)
+})

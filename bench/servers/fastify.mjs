@@ -1,0 +1,54 @@
+// Fastify 5 benchmark server: one case per process.
+//   node bench/servers/fastify.mjs --case <case> --port <port> [--max N --window-ms MS --redis URL --prefix P]
+import Fastify from 'fastify'
+import { BODY, fail, importTollgate, ready, redis, serverArgs } from './common.mjs'
+
+const args = serverArgs()
+const { caseName, max, windowMs, prefix } = args
+
+// Trust X-Forwarded-For from loopback only; request.ip is then the forwarded client.
+const app = Fastify({ logger: false, trustProxy: '127.0.0.1' })
+
+switch (caseName) {
+  case 'bare':
+    break
+  case 'tollgate-memory': {
+    const { rateLimit } = await importTollgate('fastify')
+    await app.register(rateLimit, { max, window: windowMs })
+    break
+  }
+  case 'tollgate-redis': {
+    const { rateLimit, RedisStore } = await importTollgate('fastify')
+    await app.register(rateLimit, {
+      max,
+      window: windowMs,
+      prefix,
+      store: new RedisStore({ client: await redis(args.redisUrl) }),
+    })
+    break
+  }
+  case 'frl-memory': {
+    // @fastify/rate-limit with its default in-memory LRU store (5000 entries).
+    const { default: rateLimit } = await import('@fastify/rate-limit')
+    await app.register(rateLimit, { max, timeWindow: windowMs })
+    break
+  }
+  case 'frl-redis': {
+    const { default: rateLimit } = await import('@fastify/rate-limit')
+    await app.register(rateLimit, { max, timeWindow: windowMs, redis: await redis(args.redisUrl), nameSpace: prefix })
+    break
+  }
+  default:
+    fail(`fastify: unknown case ${caseName}`)
+}
+
+app.get('/', async () => BODY)
+// Used once by the runner's checks (trust proxy works); never under load.
+app.get('/__ip', async (request) => ({ ip: request.ip }))
+
+try {
+  await app.listen({ port: args.port, host: '127.0.0.1' })
+} catch (err) {
+  fail(`listen: ${err.message}`)
+}
+ready(app.server, caseName)

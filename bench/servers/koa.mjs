@@ -1,0 +1,57 @@
+// Koa 3 benchmark server: one case per process.
+//   node bench/servers/koa.mjs --case <case> --port <port> [--max N --window-ms MS --redis URL --prefix P]
+import Router from '@koa/router'
+import Koa from 'koa'
+import { BODY, fail, importTollgate, ready, redis, serverArgs } from './common.mjs'
+
+const args = serverArgs()
+const { caseName, max, windowMs, prefix } = args
+
+const app = new Koa()
+// Trust X-Forwarded-For (Koa cannot restrict this to loopback); ctx.ip is then the forwarded client.
+app.proxy = true
+
+async function limiterFor(name) {
+  switch (name) {
+    case 'bare':
+      return null
+    case 'tollgate-memory': {
+      const { rateLimit } = await importTollgate('koa')
+      return rateLimit({ max, window: windowMs })
+    }
+    case 'tollgate-redis': {
+      const { rateLimit, RedisStore } = await importTollgate('koa')
+      return rateLimit({ max, window: windowMs, prefix, store: new RedisStore({ client: await redis(args.redisUrl) }) })
+    }
+    case 'krl-memory':
+    case 'krl-redis': {
+      // koa-ratelimit: memory driver (a Map) or redis driver (async-ratelimiter's sorted-set Lua script).
+      const { default: ratelimit } = await import('koa-ratelimit')
+      return ratelimit({
+        driver: name === 'krl-memory' ? 'memory' : 'redis',
+        db: name === 'krl-memory' ? new Map() : await redis(args.redisUrl),
+        duration: windowMs,
+        max,
+        namespace: prefix,
+      })
+    }
+    default:
+      fail(`koa: unknown case ${name}`)
+  }
+}
+
+const limiter = await limiterFor(caseName)
+if (limiter) app.use(limiter)
+
+const router = new Router()
+router.get('/', (ctx) => {
+  ctx.body = BODY
+})
+// Used once by the runner's checks (trust proxy works); never under load.
+router.get('/__ip', (ctx) => {
+  ctx.body = { ip: ctx.ip }
+})
+app.use(router.routes())
+
+const server = app.listen(args.port, '127.0.0.1', () => ready(server, caseName))
+server.on('error', (err) => fail(`listen: ${err.message}`))

@@ -1,0 +1,236 @@
+#!/usr/bin/env node
+// Store micro-benchmark: rate-limit decisions per second through Redis, no HTTP.
+//
+//   node bench/store-bench.mjs            3 cycles x 3 s per variant (~40 s)
+//   node bench/store-bench.mjs --quick    2 cycles x 1 s per variant
+//
+// Many concurrent async callers (default 200) each loop: pick one of N keys (default 10,000) at
+// random, make one decision, repeat, for a fixed time. Variants, interleaved (forward, then reverse)
+// over several cycles against one private redis-server:
+//   plain       client.multi().incrby(key, 1).pexpire(key, ttl).exec() per decision (the textbook way)
+//   tollgate    Tollgate's RedisStore.increment() (default options: batching on)
+//   tollgate-nobatch  RedisStore with { batch: false }: one MULTI/EXEC round trip per decision
+// This process is pinned to core 0 and redis-server to core 1 when taskset is available.
+import { execFileSync } from 'node:child_process'
+import { writeFileSync } from 'node:fs'
+import { parseArgs } from 'node:util'
+import { canPin, checkTools, cpuMicros, deadline, installSignalHandlers, shutdown, startRedis } from './lib/procs.mjs'
+
+const { values } = parseArgs({
+  options: {
+    quick: { type: 'boolean' },
+    cycles: { type: 'string' },
+    seconds: { type: 'string' },
+    callers: { type: 'string' },
+    keys: { type: 'string' },
+    'window-ms': { type: 'string' },
+    variants: { type: 'string' },
+    json: { type: 'string' },
+    help: { type: 'boolean', short: 'h' },
+  },
+})
+if (values.help) {
+  process.stdout.write(`Usage: node bench/store-bench.mjs [options]
+  --quick            2 cycles x 1 s (default 3 cycles x 3 s)      BENCH_QUICK=1
+  --cycles N         cycles (each runs every variant once)        BENCH_CYCLES
+  --seconds S        seconds per variant per cycle                BENCH_SECONDS
+  --callers N        concurrent async callers (default 200)       BENCH_CALLERS
+  --keys N           distinct keys (default 10000)                BENCH_KEYS
+  --window-ms MS     fixed window length (default 1000)
+  --variants LIST    plain,tollgate,tollgate-nobatch (default all)
+  --json PATH        also write the raw numbers as JSON
+`)
+  process.exit(0)
+}
+const env = process.env
+const quick = values.quick ?? ['1', 'true', 'yes'].includes(String(env.BENCH_QUICK ?? '').toLowerCase())
+const cfg = {
+  cycles: Number(values.cycles ?? env.BENCH_CYCLES ?? (quick ? 2 : 3)),
+  seconds: Number(values.seconds ?? env.BENCH_SECONDS ?? (quick ? 1 : 3)),
+  callers: Number(values.callers ?? env.BENCH_CALLERS ?? 200),
+  keys: Number(values.keys ?? env.BENCH_KEYS ?? 10000),
+  windowMs: Number(values['window-ms'] ?? 1000),
+  variants: (values.variants ?? 'plain,tollgate,tollgate-nobatch').split(',').map((s) => s.trim()),
+}
+for (const k of ['cycles', 'seconds', 'callers', 'keys', 'windowMs']) {
+  if (!(cfg[k] > 0)) {
+    process.stderr.write(`${k} must be a positive number\n`)
+    process.exit(2)
+  }
+}
+const log = (s = '') => process.stderr.write(`${s}\n`)
+
+installSignalHandlers()
+checkTools(['redis-server'])
+deadline(Math.max(5, (cfg.cycles * cfg.variants.length * (cfg.seconds + 1) * 2) / 60 + 2), 'the store benchmark')
+
+if (canPin) {
+  try {
+    execFileSync('taskset', ['-a', '-cp', '0', String(process.pid)], { stdio: 'ignore' })
+  } catch {
+    log('warning: could not pin this process to core 0')
+  }
+}
+
+const { Redis } = await import('ioredis')
+let core = null
+let coreWhy = null
+try {
+  core = await import('@tollgate/core')
+  if (typeof core.RedisStore !== 'function') throw Object.assign(new Error('no RedisStore export'), { code: 'NO_EXPORT' })
+} catch (err) {
+  core = null
+  coreWhy = `@tollgate/core is not usable (${err.code ?? err.message}): run \`npm run build\` (and \`npm install\` if node_modules/@tollgate/core is missing)`
+}
+let variants = cfg.variants.filter((v) => ['plain', 'tollgate', 'tollgate-nobatch'].includes(v))
+if (!core) {
+  log(`note: skipping the Tollgate variants: ${coreWhy}`)
+  variants = variants.filter((v) => v === 'plain')
+}
+
+const redis = await startRedis(1)
+log(`redis-server pid ${redis.pid} on ${redis.url}`)
+const admin = new Redis(redis.url)
+admin.on('error', () => {})
+const clients = {}
+const makers = {}
+for (const v of variants) {
+  const client = new Redis(redis.url)
+  client.on('error', () => {}) // on Ctrl-C the server goes first; failed calls are counted as errors anyway
+  await client.ping()
+  clients[v] = client
+  const ttl = cfg.windowMs * 2
+  if (v === 'plain') {
+    makers[v] = (i) => {
+      const key = `bench:plain:{k${i}}:${Math.floor(Date.now() / cfg.windowMs)}`
+      return client.multi().incrby(key, 1).pexpire(key, ttl).exec()
+    }
+  } else {
+    const store = new core.RedisStore({ client, ...(v === 'tollgate-nobatch' ? { batch: false } : {}) })
+    makers[v] = (i) => store.increment(`bench:${v}:{k${i}}`, 1, cfg.windowMs, Date.now())
+  }
+}
+
+function parseInfo(text) {
+  let calls = 0
+  let reads = 0
+  for (const line of text.split('\n')) {
+    const m = line.match(/^cmdstat_([^:]+):calls=(\d+)/)
+    if (m && m[1] !== 'info') calls += Number(m[2])
+    const r = line.match(/^total_reads_processed:(\d+)/)
+    if (r) reads = Number(r[1])
+  }
+  return { calls, reads }
+}
+
+/** Run one variant for cfg.seconds with cfg.callers concurrent callers. */
+async function run(v, seconds) {
+  const decide = makers[v]
+  const stopAt = performance.now() + seconds * 1000
+  let decisions = 0
+  let errors = 0
+  let firstError = null
+  const keys = cfg.keys
+  async function caller() {
+    while (performance.now() < stopAt) {
+      try {
+        await decide((Math.random() * keys) | 0)
+        decisions++
+      } catch (err) {
+        errors++
+        firstError ??= err
+      }
+    }
+  }
+  const i0 = parseInfo(await admin.info('stats', 'commandstats'))
+  const cpu0 = process.cpuUsage()
+  const r0 = cpuMicros(redis.pid)
+  const t0 = performance.now()
+  await Promise.all(Array.from({ length: cfg.callers }, caller))
+  const elapsed = (performance.now() - t0) / 1000
+  const cpu = process.cpuUsage(cpu0)
+  const r1 = cpuMicros(redis.pid)
+  const i1 = parseInfo(await admin.info('stats', 'commandstats'))
+  const n = Math.max(1, decisions)
+  return {
+    variant: v,
+    decisions,
+    errors,
+    firstError: firstError ? String(firstError.message ?? firstError) : null,
+    seconds: elapsed,
+    perSecond: decisions / elapsed,
+    nodeUsPerDecision: (cpu.user + cpu.system) / n,
+    redisUsPerDecision: (r1 - r0) / n,
+    redisCommandsPerDecision: (i1.calls - i0.calls) / n,
+    redisReadsPerDecision: (i1.reads - i0.reads - 1) / n,
+  }
+}
+
+const median = (xs) => {
+  const s = [...xs].sort((a, b) => a - b)
+  const h = s.length >> 1
+  return s.length % 2 ? s[h] : (s[h - 1] + s[h]) / 2
+}
+
+log(
+  `store bench: ${variants.join(', ')}; ${cfg.callers} callers over ${cfg.keys} keys, ${cfg.windowMs} ms windows; ` +
+    `${cfg.cycles} cycles x ${cfg.seconds} s per variant`,
+)
+for (const v of variants) await run(v, Math.min(1, cfg.seconds)) // warm-up
+const results = []
+for (let c = 0; c < cfg.cycles; c++) {
+  const order = c % 2 ? [...variants].reverse() : variants
+  const line = []
+  for (const v of order) {
+    const r = { cycle: c, ...(await run(v, cfg.seconds)) }
+    results.push(r)
+    line.push(`${v} ${Math.round(r.perSecond).toLocaleString('en-US')}/s${r.errors ? ` (${r.errors} errors)` : ''}`)
+  }
+  log(`  cycle ${c + 1}/${cfg.cycles} ${c % 2 ? '<-' : '->'} ${line.join(', ')}`)
+}
+
+const f = (n, d = 1) => (n == null ? '–' : n.toFixed(d))
+const out = []
+out.push(
+  `| variant | decisions/s (median) | × plain (median, min…max) | node µs/decision | Redis µs/decision | Redis cmd/decision | Redis reads/decision | errors |`,
+)
+out.push('|---|--:|--:|--:|--:|--:|--:|--:|')
+const summary = {}
+for (const v of variants) {
+  const rs = results.filter((r) => r.variant === v)
+  const ratios = rs
+    .map((r) => {
+      const p = results.find((x) => x.variant === 'plain' && x.cycle === r.cycle)
+      return p ? r.perSecond / p.perSecond : null
+    })
+    .filter((x) => x != null)
+  const s = {
+    perSecond: median(rs.map((r) => r.perSecond)),
+    ratio: ratios.length ? { median: median(ratios), min: Math.min(...ratios), max: Math.max(...ratios) } : null,
+    nodeUs: median(rs.map((r) => r.nodeUsPerDecision)),
+    redisUs: median(rs.map((r) => r.redisUsPerDecision)),
+    cmds: median(rs.map((r) => r.redisCommandsPerDecision)),
+    reads: median(rs.map((r) => r.redisReadsPerDecision)),
+    errors: rs.reduce((a, r) => a + r.errors, 0),
+    firstError: rs.find((r) => r.firstError)?.firstError ?? null,
+  }
+  summary[v] = s
+  const ratio = v === 'plain' ? '1' : s.ratio ? `${f(s.ratio.median, 2)} (${f(s.ratio.min, 2)}…${f(s.ratio.max, 2)})` : '–'
+  out.push(
+    `| ${v} | ${Math.round(s.perSecond).toLocaleString('en-US')} | ${ratio} | ${f(s.nodeUs)} | ${f(s.redisUs)} | ${f(s.cmds, 2)} | ${f(s.reads, 3)} | ${s.errors ? `${s.errors}: ${s.firstError}` : 0} |`,
+  )
+}
+if (!core) out.push(`\nTollgate variants skipped: ${coreWhy}`)
+process.stdout.write(`\n${out.join('\n')}\n`)
+if (values.json) {
+  writeFileSync(
+    values.json,
+    `${JSON.stringify({ date: new Date().toISOString(), node: process.version, config: cfg, results, summary }, null, 1)}\n`,
+  )
+  log(`wrote ${values.json}`)
+}
+
+admin.disconnect()
+for (const c of Object.values(clients)) c.disconnect()
+await redis.stop()
+await shutdown(0)
