@@ -80,3 +80,21 @@ describe('the over-limit cache', () => {
     expect((await scanKeys(client, `${escapeGlob(prefix)}*`)).length).toBeGreaterThan(0)
   })
 })
+
+describe('RedisStore deadline', () => {
+  it('does not time out a reply that arrived while this process, not Redis, was stalled', async () => {
+    const store = new RedisStore({ client, timeout: 50, batch: false })
+    const prefix = testPrefix('stall')
+    const pending = store.increment(`${prefix}{c}`, 1, 60_000, Date.now())
+    const until = Date.now() + 150 // block the event loop for 3 × the deadline
+    while (Date.now() < until) {}
+    await expect(pending).resolves.toBe(1)
+  })
+
+  it('still times out when Redis really does not answer', async () => {
+    const store = new RedisStore({ client: { multi: () => ({ exec: () => new Promise(() => {}) }), get: async () => null, del: async () => 0 }, timeout: 30 })
+    const t = Date.now()
+    await expect(store.increment('k', 1, 1000, Date.now())).rejects.toThrow(/did not answer within 30 ms/)
+    expect(Date.now() - t).toBeLessThan(500)
+  })
+})

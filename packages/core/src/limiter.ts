@@ -32,7 +32,12 @@ export const UNKNOWN_CLIENT_KEY = 'unknown-ip'
 export const MAX_KEY_LENGTH = 200
 /** After a store failure, requests go straight to the failure policy for this long before Redis is tried again. */
 const STORE_RETRY_MS = 1000
-const visitedBy = Symbol('tollgate.visitedBy')
+/**
+ * Property where `firstVisit` marks a request. Exported so an adapter can declare it up front (fastify's
+ * decorateRequest): adding an undeclared property to every request changes its object shape.
+ */
+export const VISITED = Symbol('tollgate.visitedBy')
+const visitedBy = VISITED
 type Visited = { [visitedBy]?: object | object[] }
 
 /**

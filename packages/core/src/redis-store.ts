@@ -201,10 +201,11 @@ export class RedisStore implements Store {
       return
     }
     let settled = false
-    const timer = setTimeout(() => {
+    const timer = expire(this.timeoutMs, () => {
+      if (settled) return
       settled = true
       fail(new TollgateError(`Redis did not answer within ${this.timeoutMs} ms`, 'TG_STORE_TIMEOUT'))
-    }, this.timeoutMs)
+    })
     reply.then(
       (results) => {
         if (settled) return // too late: the requests were already answered by the failure policy
@@ -229,10 +230,7 @@ export class RedisStore implements Store {
 
   private withDeadline<T>(promise: Promise<T>): Promise<T> {
     return new Promise<T>((resolve, reject) => {
-      const timer = setTimeout(
-        () => reject(new TollgateError(`Redis did not answer within ${this.timeoutMs} ms`, 'TG_STORE_TIMEOUT')),
-        this.timeoutMs,
-      )
+      const timer = expire(this.timeoutMs, () => reject(new TollgateError(`Redis did not answer within ${this.timeoutMs} ms`, 'TG_STORE_TIMEOUT')))
       promise.then(
         (value) => {
           clearTimeout(timer)
@@ -245,6 +243,15 @@ export class RedisStore implements Store {
       )
     })
   }
+}
+
+/**
+ * A deadline that does not misfire when this process, not Redis, was slow: if the event loop stalled
+ * past the deadline, the timer runs before the reply already waiting in the socket is read. So when it
+ * fires, let one poll phase read pending I/O (setImmediate runs after it) before giving up.
+ */
+function expire(ms: number, onTimeout: () => void): NodeJS.Timeout {
+  return setTimeout(() => setImmediate(onTimeout), ms)
 }
 
 function storeError(cause: unknown): TollgateError {
