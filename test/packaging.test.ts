@@ -27,7 +27,11 @@ describe.each(Object.entries(expected))('the built %s package', (name, exportsEx
   it('loads with require() and with import, exporting the same names', () => {
     const required = JSON.parse(node(['-e', `console.log(JSON.stringify(Object.keys(require(${JSON.stringify(name)})).sort()))`]))
     const imported = JSON.parse(
-      node(['--input-type=module', '-e', `const m = await import(${JSON.stringify(name)}); console.log(JSON.stringify(Object.keys(m).sort()))`]),
+      node([
+        '--input-type=module',
+        '-e',
+        `const m = await import(${JSON.stringify(name)}); console.log(JSON.stringify(Object.keys(m).sort()))`,
+      ]),
     )
     expect(imported).toEqual(required)
     for (const exported of exportsExpected) expect(required).toContain(exported)

@@ -43,3 +43,15 @@ describe('client keys from IP addresses', () => {
     expect(ipKey('not-an-ip', 56)).toBeUndefined()
   })
 })
+
+describe('the IPv4 fast path', () => {
+  it.each(['0.0.0.0', '255.255.255.255', '10.0.0.1', '192.168.100.200'])('accepts %s as node:net does', (ip) => {
+    expect(ipKey(ip, 56)).toBe(ip)
+  })
+  it.each(['256.0.0.1', '1.2.3', '1.2.3.4.5', '01.2.3.4', '1..2.3', '1.2.3.', 'a.b.c.d', '1.2.3.1000'])(
+    'rejects %s as node:net does',
+    (ip) => {
+      expect(ipKey(ip, 56)).toBeUndefined()
+    },
+  )
+})

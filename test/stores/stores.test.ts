@@ -92,7 +92,10 @@ describe('RedisStore deadline', () => {
   })
 
   it('still times out when Redis really does not answer', async () => {
-    const store = new RedisStore({ client: { multi: () => ({ exec: () => new Promise(() => {}) }), get: async () => null, del: async () => 0 }, timeout: 30 })
+    const store = new RedisStore({
+      client: { multi: () => ({ exec: () => new Promise(() => {}) }), get: async () => null, del: async () => 0 },
+      timeout: 30,
+    })
     const t = Date.now()
     await expect(store.increment('k', 1, 1000, Date.now())).rejects.toThrow(/did not answer within 30 ms/)
     expect(Date.now() - t).toBeLessThan(500)

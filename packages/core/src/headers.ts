@@ -9,6 +9,17 @@ function windowSeconds(windowMs: number): number {
   return Math.max(1, Math.ceil(windowMs / 1000))
 }
 
+/** Each policy's `RateLimit-Policy` member, rendered once (policies are long-lived and frozen). */
+const policyItems = new WeakMap<object, string>()
+function policyItem(d: Decision): string {
+  let item = policyItems.get(d.policy)
+  if (item === undefined) {
+    item = `"${d.policy.name}";q=${d.limit};w=${windowSeconds(d.policy.windowMs)}`
+    policyItems.set(d.policy, item)
+  }
+  return item
+}
+
 /**
  * The decision that speaks for the request where a header shape has room for one limit only:
  * a refusing one (the longest wait), else the one with the least left.
@@ -54,7 +65,7 @@ export function rateLimitHeaders(decisions: readonly Decision[], style: HeaderSt
   if (style === 'draft-8') {
     if (decisions.length === 1) {
       const d = decisions[0]!
-      headers['RateLimit-Policy'] = `"${d.policy.name}";q=${d.limit};w=${windowSeconds(d.policy.windowMs)}`
+      headers['RateLimit-Policy'] = policyItem(d)
       headers.RateLimit = `"${d.policy.name}";r=${d.remaining};t=${secondsLeft(d)}`
     } else {
       const listed = names(decisions)

@@ -16,7 +16,7 @@ export function ipKey(ip: string | undefined | null, subnet: number | false): st
   let address = ip
   const zone = address.indexOf('%')
   if (zone !== -1) address = address.slice(0, zone)
-  if (isIPv4(address)) return address
+  if (isDottedQuad(address) || isIPv4(address)) return address
   if (!isIPv6(address)) return undefined
   const groups = expandIPv6(address)
   if (groups[0] === 0 && groups[1] === 0 && groups[2] === 0 && groups[3] === 0 && groups[4] === 0 && groups[5] === 0xffff) {
@@ -30,6 +30,32 @@ export function ipKey(ip: string | undefined | null, subnet: number | false): st
     out.push((bits >= 16 ? g : g & (0xffff << (16 - bits)) & 0xffff).toString(16))
   }
   return `${out.join(':')}::/${subnet}`
+}
+
+/**
+ * The common case, on every request: a dotted-quad IPv4 address, checked without a regular
+ * expression. Same rules as node:net isIPv4 (four parts of 0 to 255, no leading zeros).
+ */
+function isDottedQuad(s: string): boolean {
+  const n = s.length
+  if (n < 7 || n > 15) return false
+  let dots = 0
+  let value = 0
+  let digits = 0
+  for (let i = 0; i < n; i++) {
+    const c = s.charCodeAt(i)
+    if (c === 46) {
+      if (digits === 0 || value > 255) return false
+      dots++
+      value = 0
+      digits = 0
+    } else if (c >= 48 && c <= 57) {
+      if (digits === 1 && value === 0) return false
+      value = value * 10 + c - 48
+      if (++digits > 3) return false
+    } else return false
+  }
+  return dots === 3 && digits > 0 && value <= 255
 }
 
 /** Expands a valid IPv6 text form (possibly with an embedded IPv4 tail) to eight 16-bit groups. */

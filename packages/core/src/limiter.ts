@@ -15,8 +15,12 @@ import type { Decision, DecisionSource, LimiterOptions } from './types'
 export interface AdapterHooks<Req> {
   /** The client IP as the framework resolved it (honouring its trust-proxy setting). */
   ip(req: Req): string | undefined
-  /** A misconfiguration visible only at request time, e.g. a proxy header the framework does not trust. Warned once. */
-  diagnose?(req: Req): string | undefined
+  /**
+   * A misconfiguration visible only at request time, e.g. a proxy header the framework does not trust:
+   * a message (warned once, then no more checks), `undefined` (nothing seen yet, ask again), or `null`
+   * (the setup is known to be fine: stop asking, so healthy servers pay nothing per request).
+   */
+  diagnose?(req: Req): string | null | undefined
 }
 
 /** The body of a refused request, ready to send. */
@@ -525,6 +529,6 @@ export class Limiter<Req = unknown> extends EventEmitter {
     const problem = this.hooks.diagnose?.(req)
     if (problem === undefined) return
     this.diagnosing = false
-    this.warnOnce('diagnose', `Tollgate: ${problem}`)
+    if (problem !== null) this.warnOnce('diagnose', `Tollgate: ${problem}`)
   }
 }

@@ -230,7 +230,9 @@ export class RedisStore implements Store {
 
   private withDeadline<T>(promise: Promise<T>): Promise<T> {
     return new Promise<T>((resolve, reject) => {
-      const timer = expire(this.timeoutMs, () => reject(new TollgateError(`Redis did not answer within ${this.timeoutMs} ms`, 'TG_STORE_TIMEOUT')))
+      const timer = expire(this.timeoutMs, () =>
+        reject(new TollgateError(`Redis did not answer within ${this.timeoutMs} ms`, 'TG_STORE_TIMEOUT')),
+      )
       promise.then(
         (value) => {
           clearTimeout(timer)

@@ -39,12 +39,13 @@ export type RateLimitMiddleware = ((req: Request, res: Response, next: NextFunct
 
 const hooks = {
   ip: (req: Request) => req.ip,
-  diagnose(req: Request): string | undefined {
+  diagnose(req: Request): string | null | undefined {
     const trust = req.app.get('trust proxy')
     if (trust === true) {
       return 'Express "trust proxy" is true, so any client can choose its own IP with X-Forwarded-For and escape the limit; trust only your proxies (e.g. "loopback" or a hop count).'
     }
-    if (!trust && req.headers['x-forwarded-for'] !== undefined) {
+    if (trust) return null // specific proxies are trusted: nothing more to check
+    if (req.headers['x-forwarded-for'] !== undefined) {
       return 'a request carried X-Forwarded-For but Express does not trust proxies, so every client behind the proxy shares one limit; set app.set("trust proxy", ...) to your proxies.'
     }
     return undefined

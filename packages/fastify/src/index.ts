@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto'
-import { type Decision, invalidOption, isThenable, TollgateError } from '@tollgate/core'
+import { type Decision, invalidOption, isThenable, TollgateError, VISITED } from '@tollgate/core'
 import type { FastifyPluginAsync, FastifyReply, FastifyRequest, HookHandlerDoneFunction, RouteOptions } from 'fastify'
 import fp from 'fastify-plugin'
 import { adapterHooks, asHook, limit, type RateLimitOptions } from './limit'
@@ -83,8 +83,10 @@ const plugin: FastifyPluginAsync<RateLimitOptions> = async (fastify, options) =>
   let warned = false
 
   if (!fastify.hasRequestDecorator('rateLimits')) {
+    // Declared up front so fastify's Request keeps one object shape (no property added per request).
     fastify.decorateRequest('rateLimit', undefined)
     fastify.decorateRequest('rateLimits', undefined)
+    fastify.decorateRequest(VISITED as unknown as string, undefined)
   }
 
   // Route limits are built here, once per route, and run as hooks of their route.

@@ -46,8 +46,9 @@ function trustsEveryProxy(server: FastifyInstance): boolean {
   return known
 }
 
-function problem(request: FastifyRequest): string | undefined {
-  // fastify defines request.ips only when trustProxy is set.
+function problem(request: FastifyRequest): string | null | undefined {
+  // fastify defines request.ips only when trustProxy is set (reading it parses X-Forwarded-For, so
+  // this runs until the setup is known: null stops further checks).
   if (request.ips === undefined) {
     if (request.headers['x-forwarded-for'] === undefined) return undefined
     return 'a request carried X-Forwarded-For but fastify does not trust proxies, so every client behind the proxy shares one limit; set the trustProxy server option to your proxies.'
@@ -55,7 +56,7 @@ function problem(request: FastifyRequest): string | undefined {
   if (trustsEveryProxy(request.server)) {
     return 'the fastify trustProxy option is true, so any client can choose its own IP with X-Forwarded-For and escape the limit; trust only your proxies (e.g. "loopback" or a hop count).'
   }
-  return undefined
+  return null
 }
 
 /** Adapter hooks for a group of limiters (a plugin and its route limits) that report a misconfiguration once between them. */
@@ -64,7 +65,7 @@ export function adapterHooks(): AdapterHooks<FastifyRequest> {
   return {
     ip: (request) => request.ip,
     diagnose(request) {
-      if (reported) return undefined
+      if (reported) return null
       const found = problem(request)
       reported = found !== undefined
       return found

@@ -49,7 +49,8 @@ const hooks: AdapterHooks<Context> = {
   // Koa has one switch, app.proxy: when on it trusts the proxy header from any peer (there is no
   // list of proxies to get wrong), so only the header arriving while it is off can be diagnosed.
   diagnose(ctx) {
-    if (ctx.app.proxy || ctx.get(ctx.app.proxyIpHeader || 'X-Forwarded-For') === '') return undefined
+    if (ctx.app.proxy) return null // the only switch Koa has is on: nothing more to check
+    if (ctx.get(ctx.app.proxyIpHeader || 'X-Forwarded-For') === '') return undefined
     return `a request carried ${ctx.app.proxyIpHeader || 'X-Forwarded-For'} but Koa does not trust proxies, so every client behind the proxy shares one limit; set app.proxy = true when Koa runs behind a proxy.`
   },
 }
