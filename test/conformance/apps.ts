@@ -107,9 +107,11 @@ function koaApp(spec: AppSpec): Server {
       }
     : undefined
   const withHandler = (o: Options) => ({ ...(o as tgKoa.RateLimitOptions), ...(handler ? { handler } : {}) })
+  const answer = (ctx: Koa.Context) => {
+    ctx.body = reply
+  }
   const open = new Router()
-  for (const r of spec.routes.filter((r) => r.limit === false))
-    open[r.method === 'GET' ? 'get' : 'post'](r.path, (ctx) => void (ctx.body = reply))
+  for (const r of spec.routes.filter((r) => r.limit === false)) open[r.method === 'GET' ? 'get' : 'post'](r.path, answer)
   app.use(open.routes())
   if (spec.global) app.use(tgKoa.rateLimit(withHandler(spec.global)))
   const router = new Router()
@@ -126,8 +128,8 @@ function koaApp(spec: AppSpec): Server {
       }
       const controller = new Controller()
       add(r.path, (ctx) => controller.handle(ctx))
-    } else if (r.limit) add(r.path, tgKoa.rateLimit(withHandler(r.limit)), (ctx) => void (ctx.body = reply))
-    else add(r.path, (ctx) => void (ctx.body = reply))
+    } else if (r.limit) add(r.path, tgKoa.rateLimit(withHandler(r.limit)), answer)
+    else add(r.path, answer)
   }
   app.use(router.routes())
   return createServer(app.callback())
