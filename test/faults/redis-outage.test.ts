@@ -18,7 +18,7 @@ let client: Redis
 let server: Server
 let url: string
 let limiter: Limiter<express.Request>
-const events = { storeError: 0, recover: 0 }
+const events = { storeError: 0, recover: 0, fallback: 0 }
 const unhandled: unknown[] = []
 const onUnhandled = (reason: unknown) => void unhandled.push(reason)
 const quiet = { warn: () => {}, error: () => {} }
@@ -40,6 +40,7 @@ async function start(onStoreError: StoreErrorPolicy, max = 1_000_000) {
   limiter = middleware.limiter
   limiter.on('storeError', () => events.storeError++)
   limiter.on('recover', () => events.recover++)
+  limiter.on('fallback', () => events.fallback++)
   app.use(middleware)
   app.get('/', (req, res) => {
     res.send(req.rateLimit?.source)
@@ -51,6 +52,7 @@ async function start(onStoreError: StoreErrorPolicy, max = 1_000_000) {
 beforeEach(() => {
   events.storeError = 0
   events.recover = 0
+  events.fallback = 0
   unhandled.length = 0
   process.on('unhandledRejection', onUnhandled)
 })
@@ -104,6 +106,7 @@ describe('Redis failures under load (default policy: fall back to memory)', () =
     expect(report.sources.fallback).toBeGreaterThan(0)
     expect(report.sources.store).toBeGreaterThan(0)
     expect(events.storeError).toBeGreaterThan(0)
+    expect(events.fallback).toBeGreaterThanOrEqual(report.sources.fallback!)
     expect(events.recover).toBeGreaterThanOrEqual(1)
     expect(unhandled).toEqual([])
   })

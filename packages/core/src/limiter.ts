@@ -72,8 +72,9 @@ export function isThenable<T>(value: MaybePromise<T>): value is Promise<T> {
  * One limit: options parsed once, then `check(req)` per request. Framework-free: adapters pass their
  * request objects and read the client IP through `hooks`.
  *
- * Events: `storeError` (error) for every failed store call, `recover` when the store answers again
- * after a failure.
+ * Events: `storeError` (error) for every failed store call, `fallback` (decision) for each decision the
+ * local fallback made while the store was unavailable, `recover` when the store answers again,
+ * `limited` (decision) for each refusal (also in shadow mode).
  */
 export class Limiter<Req = unknown> extends EventEmitter {
   readonly config: Config<Req>
@@ -351,7 +352,9 @@ export class Limiter<Req = unknown> extends EventEmitter {
     if (error !== undefined) this.storeFailed(error, call.now)
     if (c.onStoreError === 'fallback') {
       this.fallback ??= new MemoryStore()
-      return this.fromConsume(call, this.fallback.consume(call), clientKey, 'fallback')
+      const decision = this.fromConsume(call, this.fallback.consume(call), clientKey, 'fallback')
+      this.emit('fallback', decision)
+      return decision
     }
     const allowed = c.onStoreError === 'allow'
     const values: number[] = []
@@ -418,7 +421,9 @@ export class Limiter<Req = unknown> extends EventEmitter {
     if (error !== undefined) this.storeFailed(error, now)
     if (c.onStoreError === 'fallback') {
       this.fallback ??= new MemoryStore()
-      return this.decide(clientKey, this.fallback.increment(base, cost, c.windowMs, now), max, cost, now, 'fallback', base)
+      const decision = this.decide(clientKey, this.fallback.increment(base, cost, c.windowMs, now), max, cost, now, 'fallback', base)
+      this.emit('fallback', decision)
+      return decision
     }
     const allowed = c.onStoreError === 'allow'
     return this.decide(clientKey, allowed ? 0 : max + Math.max(cost, 1), max, cost, now, c.onStoreError)

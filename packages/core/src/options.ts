@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto'
 import { ALGORITHMS, type AlgorithmName, type LimitSpec, makeLimit } from './algorithms'
 import { parseDuration } from './duration'
 import { invalidOption, TollgateError } from './errors'
@@ -239,6 +240,23 @@ export function parseOptions<Req>(options: LimiterOptions<Req> | undefined, adap
     logger: logger as Logger,
     clock: optionalFunction<() => number>('clock', o.clock, 'a function returning the time in epoch ms') ?? Date.now,
   })
+}
+
+/** Validates an adapter option that is one of a few strings (e.g. fastify's `hook`), with core's error shape. */
+export function adapterChoice<T extends string>(name: string, value: unknown, choices: readonly T[], fallback: T): T {
+  if (value === undefined) return fallback
+  if (typeof value === 'string' && (choices as readonly string[]).includes(value)) return value as T
+  throw invalidOption(name, choices.map((c) => `"${c}"`).join(' or '), value)
+}
+
+/**
+ * Key prefix for a limit nested under another (a route's own limit under a plugin's): the parent's
+ * prefix plus the name, hashed when the name would make an unusable prefix, so limits that share a
+ * store never share counts.
+ */
+export function subPrefix(base: string, name: string): string {
+  if (/^[^{}\s]+$/.test(name) && base.length + name.length < 128) return `${base}${name}:`
+  return `${base}${createHash('sha256').update(name).digest('base64url').slice(0, 16)}:`
 }
 
 /** Validates an adapter option that must be a function, with the same error shape as core options. */

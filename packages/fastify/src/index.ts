@@ -1,5 +1,4 @@
-import { createHash } from 'node:crypto'
-import { type Decision, invalidOption, isThenable, TollgateError, VISITED } from '@tollgate/core'
+import { adapterChoice, type Decision, invalidOption, isThenable, subPrefix, TollgateError, VISITED } from '@tollgate/core'
 import type { FastifyPluginAsync, FastifyReply, FastifyRequest, HookHandlerDoneFunction, RouteOptions } from 'fastify'
 import fp from 'fastify-plugin'
 import { adapterHooks, asHook, limit, type RateLimitOptions } from './limit'
@@ -41,17 +40,7 @@ type HookFn = (request: FastifyRequest, reply: FastifyReply, done: HookHandlerDo
 
 const ADAPTER_KEYS = ['hook', 'handler']
 
-function hookOption(value: unknown): Hook {
-  if (value === undefined) return 'onRequest'
-  if (value === 'onRequest' || value === 'preHandler') return value
-  throw invalidOption('hook', '"onRequest" or "preHandler"', value)
-}
-
-/** Store key prefix of a route's own limit: the plugin's plus the route, so limits sharing a store never share counts. */
-function routePrefix(base: string, route: string): string {
-  if (/^[^{}\s]+$/.test(route) && base.length + route.length < 128) return `${base}${route}:`
-  return `${base}${createHash('sha256').update(route).digest('base64url').slice(0, 16)}:`
-}
+const hookOption = (value: unknown): Hook => adapterChoice('hook', value, ['onRequest', 'preHandler'], 'onRequest')
 
 function hooksOf(route: RouteOptions, hook: Hook): HookFn[] {
   const existing: unknown = route[hook]
@@ -102,7 +91,8 @@ const plugin: FastifyPluginAsync<RateLimitOptions> = async (fastify, options) =>
     let entry = methods === 'HEAD' ? byUrl?.get(twin) : undefined
     if (entry === undefined) {
       const merged: RateLimitOptions = { ...inherited, ...own }
-      merged.prefix ??= routePrefix(global.limiter.config.prefix, `${methods}${url}`)
+      // Its own prefix, so a route limit sharing the plugin's store never adds into the plugin's count.
+      merged.prefix ??= subPrefix(global.limiter.config.prefix, `${methods}${url}`)
       try {
         entry = { hook: hookOption(merged.hook), fn: asHook(limit(merged, ADAPTER_KEYS, hooks).run) }
       } catch (error) {
