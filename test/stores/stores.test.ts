@@ -1,4 +1,4 @@
-import { type Decision, Limiter, MemoryStore, RedisStore } from '@tollgate/core'
+import { type Decision, Limiter, MAX_BATCH_KEYS, MemoryStore, RedisStore } from '@tollgate/core'
 import type { Redis } from 'ioredis'
 import { escapeGlob, keysWithoutTtl, newRedisClient, quitClient, scanKeys, testPrefix } from '../harness/redis'
 import { storeContract } from './store-contract'
@@ -50,6 +50,44 @@ describe('RedisStore keys', () => {
     await Promise.all(Array.from({ length: 300 }, (_, i) => store.increment(`${prefix}{k${i % 30}}`, 1, 60_000, now)))
     // 30 distinct keys merged from 300 increments: one transaction of 30 × (INCRBY + PEXPIRE).
     expect(seen).toEqual([60])
+  })
+
+  it('splits a turn with more than MAX_BATCH_KEYS keys into full transactions, every request keeping its exact count', async () => {
+    const prefix = testPrefix('split')
+    const seen: number[] = []
+    const counting = new Proxy(client, {
+      get(target, prop, receiver) {
+        if (prop === 'multi') {
+          return (commands: unknown[][]) => {
+            seen.push(commands.length / 2)
+            return target.multi(commands as never)
+          }
+        }
+        return Reflect.get(target, prop, receiver)
+      },
+    })
+    const store = new RedisStore({ client: counting, timeout: '2s' })
+    const now = Date.now()
+    // Runs of 4 requests per key (merged into one INCRBY), 100 keys, each key coming back 2 or 3
+    // times across the splits; costs 1..3.
+    const calls = Array.from({ length: 1000 }, (_, i) => ({ key: `${prefix}{k${Math.floor(i / 4) % 100}}`, cost: 1 + (i % 3) }))
+    const counts = await Promise.all(calls.map((c) => store.increment(c.key, c.cost, 60_000, now)))
+    expect(seen.every((n) => n <= MAX_BATCH_KEYS)).toBe(true)
+    expect(seen.length).toBeGreaterThan(1)
+    // 1000 requests merged into 250 INCRBYs, plus one for each run cut by a split (its 64th key flushes).
+    const sent = seen.reduce((a, b) => a + b, 0)
+    expect(sent).toBeGreaterThanOrEqual(250)
+    expect(sent).toBeLessThan(250 + seen.length)
+    // Per key, the returned counts are exactly the running totals in call order, and the last one is
+    // what Redis holds: no request lost, none counted twice, none given another's position.
+    const running = new Map<string, number>()
+    calls.forEach((c, i) => {
+      const total = (running.get(c.key) ?? 0) + c.cost
+      running.set(c.key, total)
+      expect({ i, count: counts[i] }).toEqual({ i, count: total })
+    })
+    const window = Math.floor(now / 60_000)
+    for (const [key, total] of running) expect(Number(await client.get(`${key}:${window}`))).toBe(total)
   })
 })
 

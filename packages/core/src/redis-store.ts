@@ -41,20 +41,38 @@ export interface RedisStoreOptions {
 
 const OPTION_KEYS = new Set(['client', 'timeout', 'batch'])
 
-/** Increments waiting for the next flush, merged per window key. */
+/**
+ * Keys in one transaction at most. A full batch goes out at once instead of waiting for the end of
+ * the event-loop turn: Redis starts on it while this process builds the next (so the two overlap
+ * rather than take turns), and no single MULTI grows large enough to stall Redis for its other clients.
+ */
+export const MAX_BATCH_KEYS = 64
+
+/**
+ * Increments of one window key waiting for the next flush, merged. The first request's promise is
+ * the entry's own; a request merged later derives its count from the first one's, so the common
+ * case (one request per key per turn) allocates a single promise.
+ */
 class PendingKey {
-  total = 0
+  total: number
   resolve!: (count: number) => void
   reject!: (error: unknown) => void
-  readonly promise: Promise<number>
+  readonly first: Promise<number>
   constructor(
     readonly key: string,
     readonly ttlMs: number,
+    readonly firstCost: number,
   ) {
-    this.promise = new Promise<number>((resolve, reject) => {
+    this.total = firstCost
+    this.first = new Promise<number>((resolve, reject) => {
       this.resolve = resolve
       this.reject = reject
     })
+  }
+
+  /** The merged INCRBY returned `count`, the total after every merged request: the first request's count is the part up to its own cost. */
+  settle(count: number): void {
+    this.resolve(count - this.total + this.firstCost)
   }
 }
 
@@ -144,26 +162,23 @@ export class RedisStore implements Store {
   increment(key: string, cost: number, windowMs: number, now: number): Promise<number> {
     const index = windowIndex(now, windowMs)
     const windowKey = `${key}:${index}`
-    let entry = this.pending.get(windowKey)
-    const fresh = entry === undefined
-    if (entry === undefined) {
-      entry = new PendingKey(windowKey, (index + 1) * windowMs - now + TTL_MARGIN_MS)
-      this.pending.set(windowKey, entry)
+    const entry = this.pending.get(windowKey)
+    if (entry !== undefined) {
+      // Merged into a queued INCRBY. This request's count is the first request's count, plus the
+      // costs queued after the first one and ahead of this one, plus its own.
+      const offset = entry.total - entry.firstCost + cost
+      entry.total += cost
+      return entry.first.then((firstCount) => firstCount + offset)
     }
-    const before = entry.total
-    entry.total += cost
-    const merged = entry
-    if (fresh) {
-      if (!this.batch) this.flush()
-      else if (!this.flushScheduled) {
-        this.flushScheduled = true
-        // setImmediate, not a microtask: it runs after every request parsed in this I/O turn.
-        setImmediate(this.flush)
-      }
+    const fresh = new PendingKey(windowKey, (index + 1) * windowMs - now + TTL_MARGIN_MS, cost)
+    this.pending.set(windowKey, fresh)
+    if (!this.batch || this.pending.size >= MAX_BATCH_KEYS) this.flush()
+    else if (!this.flushScheduled) {
+      this.flushScheduled = true
+      // setImmediate, not a microtask: it runs after every request parsed in this I/O turn.
+      setImmediate(this.scheduledFlush)
     }
-    // The merged INCRBY returns the total after every merged request; this request's own count is
-    // what the total was before the batch, plus the costs queued ahead of it, plus its own.
-    return merged.promise.then((total) => total - merged.total + before + cost)
+    return fresh.first
   }
 
   async get(key: string, windowMs: number, now: number): Promise<number> {
@@ -175,8 +190,12 @@ export class RedisStore implements Store {
     await this.withDeadline(this.client.del(`${key}:${windowIndex(now, windowMs)}`))
   }
 
-  private readonly flush = (): void => {
+  private readonly scheduledFlush = (): void => {
     this.flushScheduled = false
+    this.flush()
+  }
+
+  private flush(): void {
     const batch = this.pending
     if (batch.size === 0) return
     this.pending = new Map()
@@ -216,7 +235,7 @@ export class RedisStore implements Store {
           const [error, value] = results[i * FIXED_WINDOW_REPLIES] ?? [new Error('missing reply'), null]
           const count = Number(value)
           if (error !== null || !Number.isFinite(count)) entries[i]!.reject(storeError(error ?? value))
-          else entries[i]!.resolve(count)
+          else entries[i]!.settle(count)
         }
       },
       (error) => {
