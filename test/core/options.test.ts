@@ -1,4 +1,4 @@
-import { Limiter, MemoryStore, parseDuration, TollgateError } from '@tollgate/core'
+import { LIMIT_DEFINING_KEYS, Limiter, MemoryStore, nestedOptions, parseDuration, TollgateError } from '@tollgate/core'
 
 describe('options are validated once, at construction', () => {
   // Every option, each with wrong types and values: the error names the option and the value.
@@ -153,5 +153,37 @@ describe('durations', () => {
 
   it.each(['1', '1 fortnight', 's', '-1s', '0s', '0.0001s', 'Infinity'])('rejects %p', (input) => {
     expect(() => parseDuration('window', input)).toThrow(/Invalid option "window"/)
+  })
+})
+
+describe('nested limits (a route limit under a plugin limit)', () => {
+  const parent = {
+    max: 100,
+    window: '1m',
+    limits: undefined,
+    burst: 3,
+    name: 'api',
+    prefix: 'p:',
+    shadow: true,
+    cost: 2,
+    headers: 'draft-7',
+  }
+  const nest = { parentPrefix: 'p:', scope: 'GET/login', option: 'config.rateLimit' }
+
+  it("take the parent's way of counting but none of the numbers, name or prefix that define its limit", () => {
+    const merged = nestedOptions(parent, { max: 5 }, nest)
+    expect(merged).toEqual({ max: 5, cost: 2, headers: 'draft-7', prefix: 'p:GET/login:' })
+    for (const key of LIMIT_DEFINING_KEYS) if (key !== 'max' && key !== 'prefix') expect(merged).not.toHaveProperty(key)
+  })
+
+  it('keep a prefix of their own when given one, and never change the objects passed in', () => {
+    const own = { max: 5, prefix: 'login:' }
+    expect(nestedOptions(parent, own, nest).prefix).toBe('login:')
+    expect(own).toEqual({ max: 5, prefix: 'login:' })
+    expect(parent.max).toBe(100)
+  })
+
+  it.each([[true], [5], ['5'], [null], [[{ max: 5 }]]])('reject %p as the nested options, naming the option', (own) => {
+    expect(() => nestedOptions(parent, own, nest)).toThrow(/Invalid option "config\.rateLimit": expected an object of options or false/)
   })
 })

@@ -1,4 +1,4 @@
-import { adapterChoice, type Decision, invalidOption, isThenable, subPrefix, TollgateError, VISITED } from '@tollgate/core'
+import { adapterChoice, type Decision, isThenable, nestedOptions, TollgateError, VISITED } from '@tollgate/core'
 import type { FastifyPluginAsync, FastifyReply, FastifyRequest, HookHandlerDoneFunction, RouteOptions } from 'fastify'
 import fp from 'fastify-plugin'
 import { adapterHooks, asHook, limit, type RateLimitOptions } from './limit'
@@ -64,8 +64,6 @@ const plugin: FastifyPluginAsync<RateLimitOptions> = async (fastify, options) =>
   const hooks = adapterHooks()
   const global = limit(options, ADAPTER_KEYS, hooks)
   const runGlobal = asHook(global.run)
-  // A route limit is its own (max, window...), counted the plugin's way (store, key, algorithm...).
-  const { max: _m, window: _w, limits: _l, burst: _b, name: _n, prefix: _p, shadow: _s, ...inherited } = options
   // fastify registers HEAD twins of GET routes with the same config object: they share one limit.
   const shared = new WeakMap<object, Map<string, { hook: Hook; fn: HookFn }>>()
   const built = new WeakSet<object>()
@@ -83,16 +81,17 @@ const plugin: FastifyPluginAsync<RateLimitOptions> = async (fastify, options) =>
     const own: unknown = route.config?.rateLimit
     if (own === undefined || own === false) return
     const methods = Array.isArray(route.method) ? route.method.join(',') : route.method
-    if (own === null || typeof own !== 'object')
-      throw invalidOption(`config.rateLimit" of route "${methods} ${route.url}`, 'an object of options or false', own)
     const url = route.url.length > 1 && route.url.endsWith('/') ? route.url.slice(0, -1) : route.url
     const twin = `${url} ${JSON.stringify(route.constraints ?? {})}`
-    let byUrl = shared.get(own)
+    let byUrl = shared.get(own as object)
     let entry = methods === 'HEAD' ? byUrl?.get(twin) : undefined
     if (entry === undefined) {
-      const merged: RateLimitOptions = { ...inherited, ...own }
-      // Its own prefix, so a route limit sharing the plugin's store never adds into the plugin's count.
-      merged.prefix ??= subPrefix(global.limiter.config.prefix, `${methods}${url}`)
+      // A route limit is its own (max, window...), counted the plugin's way (store, key, algorithm...).
+      const merged = nestedOptions(options, own, {
+        parentPrefix: global.limiter.config.prefix,
+        scope: `${methods}${url}`,
+        option: `config.rateLimit" of route "${methods} ${route.url}`,
+      })
       try {
         entry = { hook: hookOption(merged.hook), fn: asHook(limit(merged, ADAPTER_KEYS, hooks).run) }
       } catch (error) {
@@ -102,11 +101,11 @@ const plugin: FastifyPluginAsync<RateLimitOptions> = async (fastify, options) =>
       }
       if (byUrl === undefined) {
         byUrl = new Map()
-        shared.set(own, byUrl)
+        shared.set(own as object, byUrl)
       }
       byUrl.set(twin, entry)
     }
-    built.add(own)
+    built.add(own as object)
     const outer = routeLimits.get(route)
     if (outer !== undefined) route[outer.hook] = hooksOf(route, outer.hook).filter((fn) => fn !== outer.fn)
     routeLimits.set(route, entry)
