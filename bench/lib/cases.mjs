@@ -2,6 +2,7 @@
 
 export const CASES = {
   bare: { label: 'bare (no limiter)' },
+  floor: { label: 'floor: the same headers and 429, no limiter logic' },
   'tollgate-memory': { label: 'Tollgate, memory', tollgate: true },
   'tollgate-redis': { label: 'Tollgate, Redis', tollgate: true, redis: true },
   'erl-memory': { label: 'express-rate-limit, memory' },
@@ -16,9 +17,9 @@ export const CASES = {
 
 // bare first; the order of the others only matters for the forward/reverse rotation.
 export const FRAMEWORKS = {
-  express: ['bare', 'tollgate-memory', 'tollgate-redis', 'erl-memory', 'erl-redis', 'rlf-memory', 'rlf-redis'],
-  fastify: ['bare', 'tollgate-memory', 'tollgate-redis', 'frl-memory', 'frl-redis'],
-  koa: ['bare', 'tollgate-memory', 'tollgate-redis', 'krl-memory', 'krl-redis'],
+  express: ['bare', 'floor', 'tollgate-memory', 'tollgate-redis', 'erl-memory', 'erl-redis', 'rlf-memory', 'rlf-redis'],
+  fastify: ['bare', 'floor', 'tollgate-memory', 'tollgate-redis', 'frl-memory', 'frl-redis'],
+  koa: ['bare', 'floor', 'tollgate-memory', 'tollgate-redis', 'krl-memory', 'krl-redis'],
 }
 
 export const MODES = {

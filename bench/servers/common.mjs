@@ -89,3 +89,27 @@ export function ready(server, caseName) {
 }
 
 export const BODY = { ok: true }
+
+/**
+ * The floor: what any IP-keyed limiter that shows its quota must do, with no limiting logic. It reads
+ * the client IP through the framework, sets the same two IETF header fields Tollgate sets, and once
+ * `max` requests have passed (one global counter, no key, no window), answers with exactly Tollgate's
+ * refusal: the same four header fields and the same problem-details body. Measured next to Tollgate,
+ * it shows how much of a limiter's cost is the response itself rather than the deciding.
+ */
+export function floorResponses(max, windowMs) {
+  const unit = windowMs % 60_000 === 0 ? `${windowMs / 60_000}m` : windowMs % 1000 === 0 ? `${windowMs / 1000}s` : `${windowMs}ms`
+  const name = `${max}-per-${unit}`
+  const w = Math.max(1, Math.ceil(windowMs / 1000))
+  const policy = `"${name}";q=${max};w=${w}`
+  const ok = { 'RateLimit-Policy': policy, RateLimit: `"${name}";r=${max - 1};t=${w}` }
+  const refused = { 'RateLimit-Policy': policy, RateLimit: `"${name}";r=0;t=${w}`, 'Retry-After': String(w), 'Cache-Control': 'no-store' }
+  const body = JSON.stringify({
+    type: 'about:blank',
+    title: 'Too Many Requests',
+    status: 429,
+    detail: `Too many requests: the limit is ${max} per ${unit}. Retry after the number of seconds in the Retry-After header.`,
+  })
+  let seen = 0
+  return { ok, refused, body, contentType: 'application/problem+json', over: () => ++seen > max }
+}

@@ -1,7 +1,7 @@
 // Express 5 benchmark server: one case per process.
 //   node bench/servers/express.mjs --case <case> --port <port> [--max N --window-ms MS --redis URL --prefix P]
 import express from 'express'
-import { BODY, fail, importTollgate, ready, redis, serverArgs } from './common.mjs'
+import { BODY, fail, floorResponses, importTollgate, ready, redis, serverArgs } from './common.mjs'
 
 const args = serverArgs()
 const { caseName, max, windowMs, prefix } = args
@@ -15,6 +15,21 @@ async function limiterFor(name) {
   switch (name) {
     case 'bare':
       return null
+    case 'floor': {
+      // Same calls as @tollgate/express makes to write its headers and its refusal.
+      const f = floorResponses(max, windowMs)
+      return (req, res, next) => {
+        void req.ip
+        if (!f.over()) {
+          for (const name in f.ok) res.setHeader(name, f.ok[name])
+          return next()
+        }
+        for (const name in f.refused) res.setHeader(name, f.refused[name])
+        res.status(429)
+        res.setHeader('Content-Type', f.contentType)
+        res.end(f.body)
+      }
+    }
     case 'tollgate-memory': {
       const { rateLimit } = await importTollgate('express')
       return rateLimit({ max, window: windowMs })

@@ -1,7 +1,7 @@
 // Fastify 5 benchmark server: one case per process.
 //   node bench/servers/fastify.mjs --case <case> --port <port> [--max N --window-ms MS --redis URL --prefix P]
 import Fastify from 'fastify'
-import { BODY, fail, importTollgate, ready, redis, serverArgs } from './common.mjs'
+import { BODY, fail, floorResponses, importTollgate, ready, redis, serverArgs } from './common.mjs'
 
 const args = serverArgs()
 const { caseName, max, windowMs, prefix } = args
@@ -12,6 +12,21 @@ const app = Fastify({ logger: false, trustProxy: '127.0.0.1' })
 switch (caseName) {
   case 'bare':
     break
+  case 'floor': {
+    // Same calls as @tollgate/fastify makes to write its headers and its refusal.
+    const f = floorResponses(max, windowMs)
+    const body = Buffer.from(f.body)
+    app.addHook('onRequest', (request, reply, done) => {
+      void request.ip
+      if (!f.over()) {
+        reply.headers(f.ok)
+        return done()
+      }
+      reply.headers(f.refused)
+      reply.code(429).header('content-type', f.contentType).send(body)
+    })
+    break
+  }
   case 'tollgate-memory': {
     const { rateLimit } = await importTollgate('fastify')
     await app.register(rateLimit, { max, window: windowMs })

@@ -2,7 +2,7 @@
 //   node bench/servers/koa.mjs --case <case> --port <port> [--max N --window-ms MS --redis URL --prefix P]
 import Router from '@koa/router'
 import Koa from 'koa'
-import { BODY, fail, importTollgate, ready, redis, serverArgs } from './common.mjs'
+import { BODY, fail, floorResponses, importTollgate, ready, redis, serverArgs } from './common.mjs'
 
 const args = serverArgs()
 const { caseName, max, windowMs, prefix } = args
@@ -15,6 +15,21 @@ async function limiterFor(name) {
   switch (name) {
     case 'bare':
       return null
+    case 'floor': {
+      // Same calls as @tollgate/koa makes to write its headers and its refusal.
+      const f = floorResponses(max, windowMs)
+      return async (ctx, next) => {
+        void ctx.ip
+        if (!f.over()) {
+          ctx.set(f.ok)
+          return next()
+        }
+        ctx.set(f.refused)
+        ctx.status = 429
+        ctx.type = f.contentType
+        ctx.body = f.body
+      }
+    }
     case 'tollgate-memory': {
       const { rateLimit } = await importTollgate('koa')
       return rateLimit({ max, window: windowMs })
