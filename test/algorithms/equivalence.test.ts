@@ -46,6 +46,16 @@ const cases: Case[] = [
   ['gcra', 'gcra', { max: 5 }],
   ['gcra with a burst of 2', 'gcra', { max: 7, burst: 2 }],
   [
+    'gcra, several limits whose window / max is not a whole number of ms',
+    'gcra',
+    {
+      limits: [
+        { max: 3, window: '1s' },
+        { max: 7, window: '3s', burst: 4 },
+      ],
+    },
+  ],
+  [
     'gcra, several limits',
     'gcra',
     {

@@ -41,7 +41,8 @@ export interface ConsumeCall {
  * The store's answer. `values` holds two numbers per limit, whose meaning depends on the algorithm:
  * - fixed-window:   [count before, count after] (after = before when refused)
  * - sliding-window: [previous window's count, current window's count before]
- * - gcra:           [TAT before (at least now), TAT after admitting]
+ * - gcra:           [TAT before (at least now), TAT after admitting], in ms, fractional when
+ *                   window / max is not a whole number of ms
  * - sliding-log:    [entries before, timestamp of the entry whose expiry frees enough room]
  */
 export interface ConsumeResult {
@@ -118,15 +119,29 @@ export function decisionOf(call: ConsumeCall, result: ConsumeResult, i: number, 
       break
     }
     case 'gcra': {
-      // Generic cell rate algorithm (as redis-cell's CL.THROTTLE): one emission interval T per unit,
-      // a request fits while its theoretical arrival time stays within burst × T of now.
-      const T = W / max
-      fits = max > 0 && b - burst * T <= now
-      const tat = result.allowed ? b : a
-      remaining = max > 0 ? Math.max(0, Math.floor((burst * T - (tat - now)) / T)) : 0
+      // Generic cell rate algorithm (as redis-cell's CL.THROTTLE): one emission interval T = W / max
+      // per unit, a request fits while its theoretical arrival time stays within burst × T of now.
+      // T is rarely a whole number of ms, so the TATs are brought back to whole units of 1/max ms
+      // (what the stores count in) and compared as integers: with a floating T = 333.33…, a ratio
+      // such as (burst × T − (TAT − now)) / T can land just below a whole number and floor one unit
+      // short. Rounding recovers the stores' exact value whenever T is whole (the TATs are then whole
+      // ms) and otherwise while max < 4096: a TAT near today's epoch ms holds its fraction to 2^-13 ms.
+      if (max > 0) {
+        const before = Math.max(0, Math.round((a - now) * max))
+        const after = Math.max(0, Math.round((b - now) * max))
+        const full = burst * W
+        fits = after <= full
+        const tat = result.allowed ? after : before
+        remaining = Math.max(0, Math.floor((full - tat) / W))
+        resetAt = now + Math.ceil(tat / max)
+        if (!fits) retryAfterMs = Math.ceil((after - full) / max)
+      } else {
+        fits = false
+        remaining = 0
+        resetAt = now
+        retryAfterMs = W
+      }
       count = burst - remaining
-      resetAt = Math.max(tat, now)
-      if (!fits) retryAfterMs = max > 0 ? Math.ceil(b - burst * T - now) : W
       break
     }
     default: {

@@ -1,10 +1,12 @@
 import { type ConsumeCall, type ConsumeResult, stem } from './algorithms'
+import { describeValue, invalidOption, TollgateError } from './errors'
 import { type Store, windowIndex } from './store'
 
 export interface MemoryStoreOptions {
   /**
    * How often stale windows are dropped when no request arrives to do it, in ms. One timer per
-   * store (unref'd, so it never keeps the process alive), never one per key.
+   * store (unref'd, so it never keeps the process alive), never one per key. 0 turns the sweep off
+   * (windows are then still replaced when a request reaches the next one).
    * @default 5000
    */
   sweepIntervalMs?: number
@@ -30,6 +32,40 @@ interface Log {
 
 const EMPTY: Map<string, number> = new Map()
 
+const OPTION_KEYS = ['sweepIntervalMs', 'clock']
+
+/** Node's timers take at most 2^31 − 1 ms; a longer delay silently becomes 1 ms, a sweep every tick. */
+const MAX_TIMER_MS = 2_147_483_647
+
+/**
+ * A GCRA theoretical arrival time, exactly: `ms + rem / max` epoch ms, with 0 ≤ rem < max. The
+ * emission interval T = window / max is rarely a whole number of ms (1000 / 3); rounding the TAT to
+ * a whole ms at each request lost up to 1 ms per request, which cost a unit of burst (3 per second
+ * admitted 2 at once) and slowed the steady rate. Kept as two integers, the arithmetic never rounds.
+ * The Redis script (GCRA_SCRIPT) stores the same pair as "ms:rem" and computes it the same way.
+ */
+interface Tat {
+  readonly ms: number
+  readonly rem: number
+}
+
+/** `tat + units / max` ms, exactly; `units` is negative for a refund. */
+function addUnits(tat: Tat, units: number, max: number): Tat {
+  const sum = tat.rem + units
+  const carry = Math.floor(sum / max)
+  return { ms: tat.ms + carry, rem: sum - carry * max }
+}
+
+/** True when the TAT lies after `now` (a whole ms), i.e. the bucket is not full. */
+function isAfter(tat: Tat, now: number): boolean {
+  return tat.ms > now || (tat.ms === now && tat.rem > 0)
+}
+
+/** The TAT as the number of ms decisionOf reads (see GCRA_SCRIPT for why it may be fractional). */
+function tatMs(tat: Tat, max: number): number {
+  return max > 0 ? tat.ms + tat.rem / max : tat.ms
+}
+
 /**
  * The default store: fixed windows aligned to the clock, kept in this process.
  *
@@ -42,14 +78,40 @@ export class MemoryStore implements Store {
   readonly local = true
   private readonly groups = new Map<number, WindowCounts>()
   /** GCRA theoretical arrival times. */
-  private readonly tats = new Map<string, number>()
+  private readonly tats = new Map<string, Tat>()
   private readonly logs = new Map<string, Log>()
   private readonly clock: () => number
   private timer: NodeJS.Timeout | undefined
 
   constructor(options: MemoryStoreOptions = {}) {
-    this.clock = options.clock ?? Date.now
-    const every = options.sweepIntervalMs ?? 5000
+    // Checked here, not when the sweep timer first fires: a bad clock would otherwise surface as a
+    // TypeError from inside a timer, seconds later and far from the code that passed it.
+    if (options === null || typeof options !== 'object' || Array.isArray(options)) {
+      throw new TollgateError(
+        `Invalid MemoryStore options: expected an object like { sweepIntervalMs }, got ${describeValue(options)}`,
+        'TG_INVALID_OPTION',
+      )
+    }
+    for (const name of Object.keys(options)) {
+      if (!OPTION_KEYS.includes(name)) {
+        throw new TollgateError(`Unknown MemoryStore option "${name}"; known options: ${OPTION_KEYS.join(', ')}`, 'TG_UNKNOWN_OPTION')
+      }
+    }
+    const { clock, sweepIntervalMs } = options
+    if (clock !== undefined && typeof clock !== 'function') {
+      throw invalidOption('clock', 'a function returning the time in epoch ms', clock)
+    }
+    if (
+      sweepIntervalMs !== undefined &&
+      (typeof sweepIntervalMs !== 'number' ||
+        !Number.isSafeInteger(sweepIntervalMs) ||
+        sweepIntervalMs < 0 ||
+        sweepIntervalMs > MAX_TIMER_MS)
+    ) {
+      throw invalidOption('sweepIntervalMs', `a whole number of ms from 0 (no sweep) to ${MAX_TIMER_MS}`, sweepIntervalMs)
+    }
+    this.clock = clock ?? Date.now
+    const every = sweepIntervalMs ?? 5000
     if (every > 0) {
       this.timer = setInterval(() => this.prune(this.clock()), every)
       this.timer.unref()
@@ -114,19 +176,19 @@ export class MemoryStore implements Store {
         break
       }
       case 'gcra': {
-        const next: number[] = []
+        const next: Tat[] = []
         for (let i = 0; i < limits.length; i++) {
           const { max, windowMs: w, burst } = limits[i]!
           const stored = this.tats.get(`${stem(call, i)}:gcra`)
-          const tat = stored !== undefined && stored > now ? stored : now
-          let tatAfter = tat
+          const before = stored !== undefined && isAfter(stored, now) ? stored : { ms: now, rem: 0 }
+          let after = before
           if (max > 0) {
-            const t = w / max
-            tatAfter = Math.ceil(tat + t * cost)
-            if (tatAfter - burst * t > now) ok = false
+            after = addUnits(before, cost * w, max)
+            // TAT − burst × T > now, multiplied through by max so that it is exact.
+            if ((after.ms - now) * max + after.rem > burst * w) ok = false
           } else ok = false
-          values.push(tat, tatAfter)
-          next.push(tatAfter)
+          values.push(tatMs(before, max), tatMs(after, max))
+          next.push(after)
         }
         if (ok) for (let i = 0; i < limits.length; i++) this.tats.set(`${stem(call, i)}:gcra`, next[i]!)
         break
@@ -178,9 +240,9 @@ export class MemoryStore implements Store {
         if (c !== undefined && c > 0) group.counts.set(key, c - Math.min(c, cost))
       } else if (call.algorithm === 'gcra') {
         const stored = this.tats.get(`${key}:gcra`)
-        if (stored === undefined) continue
-        const back = Math.ceil(stored - (w / max) * cost)
-        if (back > now) this.tats.set(`${key}:gcra`, back)
+        if (stored === undefined || max <= 0) continue
+        const back = addUnits(stored, -cost * w, max)
+        if (isAfter(back, now)) this.tats.set(`${key}:gcra`, back)
         else this.tats.delete(`${key}:gcra`)
       } else {
         const log = this.logs.get(`${key}:log`)
@@ -219,7 +281,7 @@ export class MemoryStore implements Store {
         group.index = index
       }
     }
-    for (const [key, tat] of this.tats) if (tat <= now) this.tats.delete(key)
+    for (const [key, tat] of this.tats) if (!isAfter(tat, now)) this.tats.delete(key)
     for (const [key, log] of this.logs) {
       if (log.times.length === 0 || log.times[log.times.length - 1]! <= now - log.windowMs) this.logs.delete(key)
     }

@@ -91,9 +91,14 @@ out[1] = ok
 return out`
 
 /**
- * GCRA: one theoretical arrival time (TAT, whole ms, rounded up) per key. T = W / max per unit; a
- * request fits when its new TAT minus burst × T is not in the future. The key expires when the
- * bucket would be full again, so an idle client leaves nothing behind.
+ * GCRA: one theoretical arrival time (TAT) per key, stored exactly as "<ms>:<rem>", meaning
+ * ms + rem / max epoch ms with 0 ≤ rem < max. The emission interval T = W / max is rarely a whole
+ * number of ms (1000 / 3), and rounding the TAT to a whole ms at each request lost a unit of burst
+ * (3 per second admitted 2 at once) and slowed the steady rate; kept as a remainder, it never rounds.
+ * A request fits when its new TAT minus burst × T is not after now, compared multiplied by max, in
+ * integers. A value without ":" is a TAT from before the remainder was kept (rem 0).
+ * The reply gives both TATs as ms, as 17-digit strings: Redis would truncate a Lua number to an
+ * integer. The key expires when the bucket would be full again, so an idle client leaves nothing.
  */
 export const GCRA_SCRIPT = `${HEAD}
 local tats = {}
@@ -101,24 +106,36 @@ for i = 1, #KEYS do
   local max = tonumber(ARGV[3 * i + 1])
   local w = tonumber(ARGV[3 * i + 2])
   local burst = tonumber(ARGV[3 * i + 3])
-  local stored = tonumber(redis.call('GET', KEYS[i]))
-  local tat = now
-  if stored and stored > now then tat = stored end
-  local new = tat
+  local ms, rem = now, 0
+  local stored = redis.call('GET', KEYS[i])
+  if stored then
+    local m, r = string.match(stored, '^(-?%d+):(%d+)$')
+    local sm, sr = tonumber(m or stored), tonumber(r or '0')
+    if sm and (sm > now or (sm == now and sr > 0)) then ms, rem = sm, sr end
+  end
+  local before = ms
   if max > 0 then
-    local t = w / max
-    new = math.ceil(tat + t * cost)
-    if new - burst * t > now then ok = 0 end
+    before = ms + rem / max
+    local sum = rem + cost * w
+    local carry = math.floor(sum / max)
+    ms = ms + carry
+    rem = sum - carry * max
+    if (ms - now) * max + rem > burst * w then ok = 0 end
   else
     ok = 0
   end
-  out[2 * i] = tat
-  out[2 * i + 1] = new
-  tats[i] = new
+  local after = ms
+  if max > 0 then after = ms + rem / max end
+  out[2 * i] = string.format('%.17g', before)
+  out[2 * i + 1] = string.format('%.17g', after)
+  tats[i] = {ms, rem}
 end
 if ok == 1 then
   for i = 1, #KEYS do
-    redis.call('SET', KEYS[i], tats[i], 'PX', tats[i] - now + ${TTL_MARGIN_MS})
+    local ms, rem = tats[i][1], tats[i][2]
+    local ttl = ms - now + ${TTL_MARGIN_MS}
+    if rem > 0 then ttl = ttl + 1 end
+    redis.call('SET', KEYS[i], string.format('%d:%d', ms, rem), 'PX', ttl)
   end
 end
 out[1] = ok
@@ -171,10 +188,23 @@ for i = 1, #KEYS / step do
   if algorithm == 'sliding-log' then
     for j = 1, cost do redis.call('ZREM', key, ARGV[4] .. ':' .. j) end
   elseif algorithm == 'gcra' then
-    local stored = tonumber(redis.call('GET', key))
-    if stored then
-      local back = math.ceil(stored - tonumber(ARGV[3 * i + 3]) / tonumber(ARGV[3 * i + 2]) * cost)
-      if back > now then redis.call('SET', key, back, 'KEEPTTL') else redis.call('DEL', key) end
+    -- Back by cost × T, exactly, in the "<ms>:<rem>" form of GCRA_SCRIPT.
+    local max = tonumber(ARGV[3 * i + 2])
+    local stored = redis.call('GET', key)
+    if stored and max > 0 then
+      local m, r = string.match(stored, '^(-?%d+):(%d+)$')
+      local ms, rem = tonumber(m or stored), tonumber(r or '0')
+      if ms then
+        local sum = rem - cost * tonumber(ARGV[3 * i + 3])
+        local carry = math.floor(sum / max)
+        ms = ms + carry
+        rem = sum - carry * max
+        if ms > now or (ms == now and rem > 0) then
+          redis.call('SET', key, string.format('%d:%d', ms, rem), 'KEEPTTL')
+        else
+          redis.call('DEL', key)
+        end
+      end
     end
   else
     local c = tonumber(redis.call('GET', key))
