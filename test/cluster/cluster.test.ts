@@ -1,4 +1,5 @@
 import { createServer, type Server } from 'node:http'
+import { type Decision, Limiter, type LimiterOptions } from '@tollgate/core'
 import { RedisStore, rateLimit } from '@tollgate/express'
 import express from 'express'
 import { Cluster } from 'ioredis'
@@ -62,4 +63,121 @@ describe('Redis Cluster through Express', () => {
     const masters = await Promise.all(client.nodes('master').map(async (node) => Number(await node.dbsize())))
     expect(masters.filter((n) => n > 0).length).toBeGreaterThan(1)
   })
+})
+
+describe('Redis Cluster runs the Lua script of every algorithm', () => {
+  // The store contract above sends only INCRBY/PEXPIRE transactions; these go through the scripts
+  // (every algorithm but the single-limit fixed window), each keyed by one client's hash tag, so a
+  // script's keys share a slot and run on that slot's master. A CROSSSLOT or MOVED error would show
+  // as a store error and a decision from the in-memory fallback, so both are asserted absent.
+  const clients = Array.from({ length: 12 }, (_, i) => `client-${i}`)
+
+  /** For each phase, sends `requests` per client (clients in parallel) and counts admissions per client. */
+  async function run(options: Partial<LimiterOptions>, phases: Array<{ at: number; requests: number }>) {
+    const prefix = testPrefix('cluster-scripts')
+    const minute = Math.floor(Date.now() / 60_000) * 60_000 + 60_000
+    let now = minute
+    const limiter = new Limiter({
+      ...options,
+      store: new RedisStore({ client, timeout: '2s' }),
+      prefix,
+      clock: () => now,
+    } as LimiterOptions)
+    const errors: string[] = []
+    limiter.on('storeError', (e: unknown) => errors.push(String(e)))
+    const admitted: number[][] = []
+    const sources = new Set<string>()
+    for (const phase of phases) {
+      now = minute + phase.at
+      const perClient = await Promise.all(
+        clients.map(async (key) => {
+          let n = 0
+          for (let i = 0; i < phase.requests; i++) {
+            const d = (await limiter.consume(key)) as Decision
+            sources.add(d.source)
+            if (d.allowed) n++
+          }
+          return n
+        }),
+      )
+      admitted.push([...new Set(perClient)])
+    }
+    const mastersWithKeys = (await Promise.all(client.nodes('master').map((node) => node.keys(`${prefix}*`)))).filter((k) => k.length > 0)
+    return { admitted, sources: [...sources], errors, masters: mastersWithKeys.length }
+  }
+
+  // [name, options, phases (ms into a minute, requests per client), admitted per client in each phase]
+  const cases: Array<[string, Partial<LimiterOptions>, Array<{ at: number; requests: number }>, number[]]> = [
+    // 5 per minute at once; 30 s later GCRA has refilled 2 (T = 12 s), the other two nothing.
+    [
+      'sliding-window',
+      { algorithm: 'sliding-window', max: 5, window: '1m' },
+      [
+        { at: 250, requests: 8 },
+        { at: 30_250, requests: 8 },
+      ],
+      [5, 0],
+    ],
+    [
+      'gcra',
+      { algorithm: 'gcra', max: 5, window: '1m' },
+      [
+        { at: 250, requests: 8 },
+        { at: 30_250, requests: 8 },
+      ],
+      [5, 2],
+    ],
+    [
+      'sliding-log',
+      { algorithm: 'sliding-log', max: 5, window: '1m' },
+      [
+        { at: 250, requests: 8 },
+        { at: 30_250, requests: 8 },
+      ],
+      [5, 0],
+    ],
+    [
+      // 3 per second, then the minute's 5 run out in the second second.
+      'fixed-window with two limits',
+      {
+        limits: [
+          { max: 3, window: '1s' },
+          { max: 5, window: '1m' },
+        ],
+      },
+      [
+        { at: 250, requests: 6 },
+        { at: 1250, requests: 6 },
+        { at: 2250, requests: 6 },
+      ],
+      [3, 2, 0],
+    ],
+    [
+      'gcra with two limits',
+      {
+        algorithm: 'gcra',
+        limits: [
+          { max: 3, window: '1s' },
+          { max: 7, window: '1m', burst: 4 },
+        ],
+      },
+      [
+        { at: 250, requests: 6 },
+        { at: 1250, requests: 6 },
+      ],
+      [3, 1],
+    ],
+  ]
+
+  it.each(cases)(
+    '%s: exact counts for clients on several masters, every decision from the store',
+    async (_name, options, phases, expected) => {
+      const result = await run(options, phases)
+      expect(result.errors).toEqual([])
+      expect(result.sources).toEqual(['store'])
+      // One number per phase: every client was admitted the same, exact, number of times.
+      expect(result.admitted).toEqual(expected.map((n) => [n]))
+      expect(result.masters).toBeGreaterThan(1)
+    },
+  )
 })

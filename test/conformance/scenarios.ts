@@ -183,12 +183,17 @@ export const scenarios: Scenario[] = [
       expect(o[5]!.ratelimit).toBe('"3-per-1s";r=2;t=1, "4-per-1m";r=0;t=59')
     },
   },
+  // Each algorithm's statuses differ from what the fixed window would give, [200, 200, 200, 429,
+  // 429, 429, 200], so an adapter that dropped `algorithm` (counting in fixed windows) fails here.
+  // Four requests 0.25 s into a minute, two at 20.25 s, the last 0.05 s into the next minute: GCRA
+  // has refilled one request by 20.25 s (T = 20 s) and more by then; at 60.05 s the sliding window
+  // still weighs in almost all of the previous minute's three and the sliding log still holds them.
   ...(['sliding-window', 'gcra', 'sliding-log'] as const).map(
     (algorithm): Scenario => ({
       name: `limits with the ${algorithm} algorithm`,
       app: (s) => ({ global: { algorithm, max: 3, window: '1m', ...s }, routes: [{ method: 'GET', path: '/' }] }),
-      steps: [...GET(4), { advance: 20_000 }, {}],
-      statuses: algorithm === 'gcra' ? [200, 200, 200, 429, 200, 429] : [200, 200, 200, 429, 429, 429],
+      steps: [...GET(4), { advance: 20_000 }, {}, { advance: 39_800 }],
+      statuses: algorithm === 'gcra' ? [200, 200, 200, 429, 200, 429, 200] : [200, 200, 200, 429, 429, 429, 429],
       check: (o) => {
         expect(o[0]!.policy).toBe('"3-per-1m";q=3;w=60')
         expect(Number(o[3]!.retryAfter)).toBeGreaterThan(0)
