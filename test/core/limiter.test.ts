@@ -34,6 +34,27 @@ describe('fixed window edges with an injected clock', () => {
     expect(limiter.headers([earlier])['Retry-After']).toBe('31')
   })
 
+  // Fractions under one half are the ones Math.round would get wrong: a client told "29" with 29.4 s
+  // left comes back early and is refused again. The fractions above (.999) pass with either rounding.
+  it.each([
+    [29_400, '30'],
+    [200, '1'],
+    [1, '1'],
+    [30_001, '31'],
+  ])('rounds %i ms left up to %s s in both Retry-After and the RateLimit t parameter', (msLeft, seconds) => {
+    const windowStart = 60_000 * 1000
+    let now = windowStart
+    const limiter = new Limiter({ max: 1, window: '1 minute', clock: () => now, key: () => 'c' })
+    limiter.check({})
+    now = windowStart + 60_000 - msLeft
+    const refused = limiter.check({}) as Decision
+    expect(refused.allowed).toBe(false)
+    expect(refused.retryAfterMs).toBe(msLeft)
+    const headers = limiter.headers([refused])
+    expect(headers['Retry-After']).toBe(seconds)
+    expect(headers.RateLimit).toBe(`"1-per-1m";r=0;t=${seconds}`)
+  })
+
   it('aligns windows to the clock, not to the first request', () => {
     let now = 10_500
     const limiter = new Limiter({ max: 1, clock: () => now, key: () => 'c' })
