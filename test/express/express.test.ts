@@ -54,6 +54,43 @@ describe.each([
     expect(Number(refused.headers['retry-after'])).toBeGreaterThanOrEqual(1)
   })
 
+  it('shows every decision on req.rateLimit and req.rateLimits, in a mounted sub-app too, and lets code assign them', async () => {
+    const a = makeApp()
+    a.use(rateLimit({ max: 5, clock: () => 1_763_729_100_250, logger: quiet }))
+    const sub = makeApp()
+    sub.get('/', rateLimit({ max: 2, prefix: 'tg:sub:', clock: () => 1_763_729_100_250, logger: quiet }), (req, res) => {
+      // No property is added to the request itself (see decisionsOf in the adapter: that is slow on Express's requests).
+      const own = Object.hasOwn(req, 'rateLimit') || Object.hasOwn(req, 'rateLimits')
+      res.json({ own, last: req.rateLimit?.limit, all: req.rateLimits?.map((d) => [d.limit, d.remaining]) })
+    })
+    a.use('/sub', sub)
+    a.get('/assign', (req, res) => {
+      req.rateLimit = undefined
+      res.json({ assigned: req.rateLimit === undefined, all: req.rateLimits?.length })
+    })
+    const server = createServer(a)
+    const agent = request(server)
+    expect((await agent.get('/sub/').expect(200)).body).toEqual({
+      own: false,
+      last: 2,
+      all: [
+        [5, 4],
+        [2, 1],
+      ],
+    })
+    expect((await agent.get('/assign').expect(200)).body).toEqual({ assigned: true, all: 1 })
+    // Each request sees only its own decisions.
+    expect((await agent.get('/sub/').expect(200)).body).toEqual({
+      own: false,
+      last: 2,
+      all: [
+        [5, 2],
+        [2, 0],
+      ],
+    })
+    server.close()
+  })
+
   it('sends a custom message, status code, or handler', async () => {
     await request(createServer(app({ max: 0, message: 'slow down' })))
       .get('/')

@@ -36,6 +36,18 @@ function policyNames(header: string | string[] | number | undefined): string[] {
 }
 
 describe('the rateLimit plugin', () => {
+  it('exposes its limiter as app.rateLimiter, whose events report each refusal', async () => {
+    const app = await server({ max: 1 })
+    expect(app.rateLimiter).toBeInstanceOf(Limiter)
+    const limited: Decision[] = []
+    app.rateLimiter.on('limited', (decision: Decision) => limited.push(decision))
+    expect((await inject(app, '/')).statusCode).toBe(200)
+    expect((await inject(app, '/')).statusCode).toBe(429)
+    expect(limited.map((d) => [d.allowed, d.limit])).toEqual([[false, 1]])
+    // The same limiter counts outside HTTP: the client has used its one request.
+    expect((await app.rateLimiter.peek('127.0.0.1')).remaining).toBe(0)
+  })
+
   it('allows max requests, then returns 429 with Retry-After, RateLimit and RateLimit-Policy', async () => {
     const app = await server({ max: 3 })
     for (let i = 0; i < 3; i++) {

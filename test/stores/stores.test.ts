@@ -17,6 +17,19 @@ storeContract('Redis, unbatched', () => ({
   prefix: testPrefix('contract-nobatch'),
 }))
 
+/** The client, recording how many keys (INCRBY + PEXPIRE pairs) each transaction carries. */
+function countingMulti(seen: number[]): Redis {
+  return new Proxy(client, {
+    get(target, prop, receiver) {
+      if (prop !== 'multi') return Reflect.get(target, prop, receiver)
+      return (commands: unknown[][]) => {
+        seen.push(commands.length / 2)
+        return target.multi(commands as never)
+      }
+    },
+  })
+}
+
 describe('RedisStore keys', () => {
   it('writes <prefix>{<client>}:<window index> with a TTL reaching just past the window end', async () => {
     const prefix = testPrefix('layout')
@@ -34,39 +47,17 @@ describe('RedisStore keys', () => {
   it('sends one round trip for the concurrent increments of one event-loop turn', async () => {
     const prefix = testPrefix('batch')
     const seen: number[] = []
-    const counting = new Proxy(client, {
-      get(target, prop, receiver) {
-        if (prop === 'multi') {
-          return (commands: unknown[][]) => {
-            seen.push(commands.length)
-            return target.multi(commands as never)
-          }
-        }
-        return Reflect.get(target, prop, receiver)
-      },
-    })
-    const store = new RedisStore({ client: counting, timeout: '2s' })
+    const store = new RedisStore({ client: countingMulti(seen), timeout: '2s' })
     const now = Date.now()
     await Promise.all(Array.from({ length: 300 }, (_, i) => store.increment(`${prefix}{k${i % 30}}`, 1, 60_000, now)))
-    // 30 distinct keys merged from 300 increments: one transaction of 30 × (INCRBY + PEXPIRE).
-    expect(seen).toEqual([60])
+    // 30 distinct keys merged from 300 increments: one transaction of 30 keys × (INCRBY + PEXPIRE).
+    expect(seen).toEqual([30])
   })
 
   it('splits a turn with more than MAX_BATCH_KEYS keys into full transactions, every request keeping its exact count', async () => {
     const prefix = testPrefix('split')
     const seen: number[] = []
-    const counting = new Proxy(client, {
-      get(target, prop, receiver) {
-        if (prop === 'multi') {
-          return (commands: unknown[][]) => {
-            seen.push(commands.length / 2)
-            return target.multi(commands as never)
-          }
-        }
-        return Reflect.get(target, prop, receiver)
-      },
-    })
-    const store = new RedisStore({ client: counting, timeout: '2s' })
+    const store = new RedisStore({ client: countingMulti(seen), timeout: '2s' })
     const now = Date.now()
     // Runs of 4 requests per key (merged into one INCRBY), 100 keys, each key coming back 2 or 3
     // times across the splits; costs 1..3.

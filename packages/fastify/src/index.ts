@@ -1,4 +1,4 @@
-import { adapterChoice, type Decision, isThenable, nestedOptions, TollgateError, VISITED } from '@tollgate/core'
+import { adapterChoice, type Decision, isThenable, type Limiter, nestedOptions, TollgateError, VISITED } from '@tollgate/core'
 import type { FastifyPluginAsync, FastifyReply, FastifyRequest, HookHandlerDoneFunction, RouteOptions } from 'fastify'
 import fp from 'fastify-plugin'
 import { adapterHooks, asHook, limit, type RateLimitOptions } from './limit'
@@ -20,6 +20,13 @@ export {
 export type { RateLimitOptions } from './limit'
 
 declare module 'fastify' {
+  interface FastifyInstance {
+    /**
+     * The limiter of the first Tollgate plugin registered in this scope (or an ancestor's): its events
+     * (`limited`, `storeError`, `fallback`, `recover`) and `consume`/`peek`/`reset` for code outside HTTP.
+     */
+    rateLimiter: Limiter<FastifyRequest>
+  }
   interface FastifyContextConfig {
     /**
      * This route's own limit, stacked on the plugin's. It takes the plugin's options other than
@@ -68,6 +75,9 @@ const plugin: FastifyPluginAsync<RateLimitOptions> = async (fastify, options) =>
   const shared = new WeakMap<object, Map<string, { hook: Hook; fn: HookFn }>>()
   const built = new WeakSet<object>()
   let warned = false
+
+  // The first plugin of a scope names it; a second one in the same scope is reachable only through its requests.
+  if (!fastify.hasDecorator('rateLimiter')) fastify.decorate('rateLimiter', global.limiter)
 
   if (!fastify.hasRequestDecorator('rateLimits')) {
     // Declared up front so fastify's Request keeps one object shape (no property added per request).
