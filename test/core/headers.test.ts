@@ -21,6 +21,29 @@ function members(field: string): Map<string, Map<string, unknown>> {
 describe('RateLimit headers, latest draft (structured fields)', () => {
   const at = 1_763_729_100_250 // 250 ms into a second
 
+  it('reuses one refusal record per policy within a second, and never one from an earlier second', () => {
+    let now = at
+    const limiter = new Limiter({ max: 2, window: '1m', clock: () => now, key: () => 'client' })
+    const refuse = () => rateLimitHeaders([limiter.check({}) as Decision], 'draft-8', false)
+    limiter.check({})
+    limiter.check({})
+    const first = refuse()
+    expect(first).toEqual({
+      'RateLimit-Policy': '"2-per-1m";q=2;w=60',
+      RateLimit: '"2-per-1m";r=0;t=60',
+      'Retry-After': '60',
+      'Cache-Control': 'no-store',
+    })
+    expect(refuse()).toBe(first) // the same frozen record
+    expect(Object.isFrozen(first)).toBe(true)
+    now += 1000 // a second later: 59 s left
+    const later = refuse()
+    expect(later.RateLimit).toBe('"2-per-1m";r=0;t=59')
+    expect(later['Retry-After']).toBe('59')
+    now += 500
+    expect(refuse()).toBe(later) // 58.25 s left still rounds up to 59
+  })
+
   it('describes the policy and what is left, as structured-field lists', () => {
     const d = decisions({ max: 10 }, at, 7)
     const headers = rateLimitHeaders([d[6]!], 'draft-8', false)

@@ -57,6 +57,30 @@ function names(decisions: readonly Decision[]): string[] {
  *   `Cache-Control: no-store` so no cache replays a 429 to a client whose window has reset.
  */
 export function rateLimitHeaders(decisions: readonly Decision[], style: HeaderStyle | false, legacy: boolean): Record<string, string> {
+  const only = decisions.length === 1 ? decisions[0]! : undefined
+  if (only !== undefined && style === 'draft-8' && !legacy && !only.allowed && only.remaining === 0 && only.limits === undefined) {
+    return refusedHeaders(only)
+  }
+  return buildHeaders(decisions, style, legacy)
+}
+
+/**
+ * The record for a refusal under one limit, in the default style: the same for every refused request of
+ * that policy in the same second (r=0, and t and Retry-After count whole seconds), so a flood of 429s
+ * reuses one frozen record per policy instead of building it per request.
+ */
+const refusedByPolicy = new WeakMap<object, { t: number; retryAfter: number; headers: Record<string, string> }>()
+function refusedHeaders(d: Decision): Record<string, string> {
+  const t = secondsLeft(d)
+  const retryAfter = Math.max(1, Math.ceil(d.retryAfterMs / 1000))
+  const cached = refusedByPolicy.get(d.policy)
+  if (cached !== undefined && cached.t === t && cached.retryAfter === retryAfter) return cached.headers
+  const headers = Object.freeze(buildHeaders([d], 'draft-8', false))
+  refusedByPolicy.set(d.policy, { t, retryAfter, headers })
+  return headers
+}
+
+function buildHeaders(decisions: readonly Decision[], style: HeaderStyle | false, legacy: boolean): Record<string, string> {
   const headers: Record<string, string> = {}
   if (decisions.length === 0) return headers
   // A limiter with several limits returns its decisive decision carrying all of them.
