@@ -1,5 +1,6 @@
 import { adapterFunction, type Decision, isThenable, Limiter, type LimiterOptions, type Rejection } from '@tollgate/core'
 import type { NextFunction, Request, Response } from 'express'
+import { record } from './request-decisions'
 
 export {
   type AlgorithmName,
@@ -50,87 +51,6 @@ const hooks = {
     }
     return undefined
   },
-}
-
-/**
- * Each request's decisions, outside the request object. Express re-prototypes every request
- * (`setPrototypeOf(req, app.request)`), and adding properties to such an object took it off V8's fast
- * path: two property writes cost ~7 µs per request in CPU profiles (half in GC), more than the rest of
- * the limiter. `req.rateLimit` and `req.rateLimits` are accessors on the app's request prototype instead.
- */
-const decisionsOf = new WeakMap<object, Decision[]>()
-/** Express's base request prototypes that have the accessors, and the app.request prototypes known to inherit them. */
-const withAccessors = new WeakSet<object>()
-const appsReady = new WeakSet<object>()
-
-function own(target: object, name: string, value: unknown): void {
-  Object.defineProperty(target, name, { value, writable: true, enumerable: true, configurable: true })
-}
-
-/**
- * Defines the accessors once on Express's shared request prototype, the one with `accepts`, which
- * every app's `app.request` inherits from (a mounted sub-app's through its parent's), so they work in
- * every app. False when `req` is not an Express request.
- */
-function exposes(req: Request): boolean {
-  const appRequest: object | null = Object.getPrototypeOf(req)
-  if (appRequest === null) return false
-  if (appsReady.has(appRequest)) return true
-  if (!Object.hasOwn(appRequest, 'app')) return false
-  let proto: object | null = appRequest
-  while (proto !== null && !Object.hasOwn(proto, 'accepts')) proto = Object.getPrototypeOf(proto)
-  if (proto === null) return false
-  if (!withAccessors.has(proto)) {
-    // Another copy of this adapter got there first: use plain properties through its setters.
-    if (Object.hasOwn(proto, 'rateLimits')) return false
-    defineAccessors(proto)
-    withAccessors.add(proto)
-  }
-  appsReady.add(appRequest)
-  return true
-}
-
-function defineAccessors(proto: object): void {
-  Object.defineProperties(proto, {
-    rateLimit: {
-      get(this: object) {
-        return decisionsOf.get(this)?.at(-1)
-      },
-      // Assigning still works: the value becomes the request's own property.
-      set(this: object, value: unknown) {
-        own(this, 'rateLimit', value)
-      },
-      configurable: true,
-    },
-    rateLimits: {
-      get(this: object) {
-        return decisionsOf.get(this)
-      },
-      set(this: object, value: unknown) {
-        own(this, 'rateLimits', value)
-      },
-      configurable: true,
-    },
-  })
-}
-
-/** Records a decision on the request; returns every decision made on it so far. */
-function record(req: Request, decision: Decision): Decision[] {
-  if (!exposes(req)) {
-    // Not an Express request (a test double, a custom server): plain properties.
-    req.rateLimit = decision
-    if (req.rateLimits === undefined) req.rateLimits = [decision]
-    else req.rateLimits.push(decision)
-    return req.rateLimits
-  }
-  const all = decisionsOf.get(req)
-  if (all === undefined) {
-    const first = [decision]
-    decisionsOf.set(req, first)
-    return first
-  }
-  all.push(decision)
-  return all
 }
 
 /**
