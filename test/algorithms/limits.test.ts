@@ -155,6 +155,9 @@ describe.each(stores)('on the %s store', (_storeName, makeStore) => {
       expect((await limiter.consume('job', 3)).allowed).toBe(false)
       await limiter.reset('job')
       expect({ algorithm, remaining: (await limiter.peek('job')).remaining }).toEqual({ algorithm, remaining: 5 })
+      // Also forgotten by the over-limit cache, which had seen this client refused in this window.
+      const after = await limiter.consume('job', 1)
+      expect({ algorithm, allowed: after.allowed, source: after.source }).toEqual({ algorithm, allowed: true, source: 'store' })
     }
   })
 })

@@ -88,7 +88,11 @@ export class Limiter<Req = unknown> extends EventEmitter {
   private sequence = 0
   private readonly instance = Math.random().toString(36).slice(2, 10)
   private readonly rejections = new Map<Decision['policy'], Rejection>()
-  /** Clients already over the limit in window `overWindow`, with the count the store last returned. */
+  /**
+   * Clients already over the limit in window `overWindow`, with the count the store last returned.
+   * Keyed by client key, not store key: the prefix is this limiter's own, so the two are one to one,
+   * and a flood of refusals then never builds a store key string.
+   */
   private readonly over = new Map<string, number>()
   private overWindow = -1
   private fallback: MemoryStore | undefined
@@ -168,7 +172,7 @@ export class Limiter<Req = unknown> extends EventEmitter {
     const c = this.config
     const clientKey = this.clientKey(this.validKey('key', key))
     const base = `${c.prefix}{${clientKey}}`
-    this.over.delete(base)
+    this.over.delete(clientKey)
     const now = c.clock()
     if (this.fast) return c.store.reset(base, c.windowMs, now)
     return c.store.forget(this.callFor(base, this.limitsFor(this.staticMax(undefined, 0)), 0, now))
@@ -274,9 +278,9 @@ export class Limiter<Req = unknown> extends EventEmitter {
   private count(clientKey: string, max: number, cost: number): MaybePromise<Decision> {
     const c = this.config
     const now = c.clock()
-    const base = `${c.prefix}{${clientKey}}`
-    if (!this.fast) return this.consumeCall(this.callFor(base, this.limitsFor(max), cost, now), clientKey)
+    if (!this.fast) return this.consumeCall(this.callFor(`${c.prefix}{${clientKey}}`, this.limitsFor(max), cost, now), clientKey)
     if (c.store.local) {
+      const base = `${c.prefix}{${clientKey}}`
       const counted = c.store.increment(base, cost, c.windowMs, now)
       if (!isThenable(counted)) return this.decide(clientKey, counted, max, cost, now, 'store', base)
       return counted.then((n) => this.decide(clientKey, n, max, cost, now, 'store', base))
@@ -291,9 +295,10 @@ export class Limiter<Req = unknown> extends EventEmitter {
     // Within one fixed window a count only grows, so a client seen over the limit stays over it
     // until the window ends: answer without a round trip.
     // (Off with refunds: a refund elsewhere can bring a count back under the limit.)
-    const known = this.refunds ? undefined : this.over.get(base)
+    const known = this.refunds ? undefined : this.over.get(clientKey)
     if (known !== undefined && known + cost > max) return this.decide(clientKey, known + cost, max, cost, now, 'cache')
 
+    const base = `${c.prefix}{${clientKey}}`
     if (now < this.storeDownUntil) return this.onStoreError(undefined, base, clientKey, max, cost, now)
     let counted: MaybePromise<number>
     try {
@@ -311,7 +316,7 @@ export class Limiter<Req = unknown> extends EventEmitter {
   private fromStore(base: string, clientKey: string, count: number, max: number, cost: number, now: number, index: number): Decision {
     if (this.degraded) this.recovered()
     // Only cache a verdict for the window it was made in; a reply can arrive after the edge.
-    if (count > max && index === this.overWindow && !this.refunds) this.over.set(base, count)
+    if (count > max && index === this.overWindow && !this.refunds) this.over.set(clientKey, count)
     return this.decide(clientKey, count, max, cost, now, 'store', base)
   }
 
