@@ -10,6 +10,11 @@
 //   plain       client.multi().incrby(key, 1).pexpire(key, ttl).exec() per decision (the textbook way)
 //   tollgate    Tollgate's RedisStore.increment() (default options: batching on)
 //   tollgate-nobatch  RedisStore with { batch: false }: one MULTI/EXEC round trip per decision
+//   floor       the ioredis floor: the same transactions Tollgate sends (the decisions of one event-loop
+//               turn, up to 64 keys, in one MULTI with INCRBY + PEXPIRE per key), issued by hand with
+//               nothing else: no merging, no deadline, one resolve per decision. No client built on
+//               ioredis can send this transaction for less; Tollgate's distance to it is its own cost.
+//   floor-chained  the same, built through ioredis's chained API (multi().incrby().pexpire()...)
 // This process is pinned to core 0 and redis-server to core 1 when taskset is available.
 import { execFileSync } from 'node:child_process'
 import { writeFileSync } from 'node:fs'
@@ -37,7 +42,7 @@ if (values.help) {
   --callers N        concurrent async callers (default 200)       BENCH_CALLERS
   --keys N           distinct keys (default 10000)                BENCH_KEYS
   --window-ms MS     fixed window length (default 1000)
-  --variants LIST    plain,tollgate,tollgate-nobatch (default all)
+  --variants LIST    plain,tollgate,tollgate-nobatch,floor,floor-chained (default all)
   --json PATH        also write the raw numbers as JSON
 `)
   process.exit(0)
@@ -50,7 +55,7 @@ const cfg = {
   callers: Number(values.callers ?? env.BENCH_CALLERS ?? 200),
   keys: Number(values.keys ?? env.BENCH_KEYS ?? 10000),
   windowMs: Number(values['window-ms'] ?? 1000),
-  variants: (values.variants ?? 'plain,tollgate,tollgate-nobatch').split(',').map((s) => s.trim()),
+  variants: (values.variants ?? 'plain,tollgate,tollgate-nobatch,floor,floor-chained').split(',').map((s) => s.trim()),
 }
 for (const k of ['cycles', 'seconds', 'callers', 'keys', 'windowMs']) {
   if (!(cfg[k] > 0)) {
@@ -82,10 +87,10 @@ try {
   core = null
   coreWhy = `@tollgate/core is not usable (${err.code ?? err.message}): run \`npm run build\` (and \`npm install\` if node_modules/@tollgate/core is missing)`
 }
-let variants = cfg.variants.filter((v) => ['plain', 'tollgate', 'tollgate-nobatch'].includes(v))
+let variants = cfg.variants.filter((v) => ['plain', 'tollgate', 'tollgate-nobatch', 'floor', 'floor-chained'].includes(v))
 if (!core) {
   log(`note: skipping the Tollgate variants: ${coreWhy}`)
-  variants = variants.filter((v) => v === 'plain')
+  variants = variants.filter((v) => !v.startsWith('tollgate'))
 }
 
 const redis = await startRedis(1)
@@ -105,10 +110,62 @@ for (const v of variants) {
       const key = `bench:plain:{k${i}}:${Math.floor(Date.now() / cfg.windowMs)}`
       return client.multi().incrby(key, 1).pexpire(key, ttl).exec()
     }
+  } else if (v.startsWith('floor')) {
+    makers[v] = floorMaker(client, `bench:${v}:`, ttl, v === 'floor-chained')
   } else {
     const store = new core.RedisStore({ client, ...(v === 'tollgate-nobatch' ? { batch: false } : {}) })
     makers[v] = (i) => store.increment(`bench:${v}:{k${i}}`, 1, cfg.windowMs, Date.now())
   }
+}
+
+/**
+ * The ioredis floor (see the header): decisions of one event-loop turn queue up and go out as one
+ * MULTI/EXEC with INCRBY + PEXPIRE per key, at most 64 keys (Tollgate's MAX_BATCH_KEYS) per transaction.
+ */
+function floorMaker(client, prefix, ttl, chained) {
+  let keys = []
+  let waiting = []
+  let scheduled = false
+  const ttlArg = String(ttl)
+  const flush = () => {
+    scheduled = false
+    const batchKeys = keys
+    const batch = waiting
+    keys = []
+    waiting = []
+    let reply
+    if (chained) {
+      const m = client.multi()
+      for (const k of batchKeys) m.incrby(k, '1').pexpire(k, ttlArg)
+      reply = m.exec()
+    } else {
+      const commands = []
+      for (const k of batchKeys) commands.push(['incrby', k, '1'], ['pexpire', k, ttlArg])
+      reply = client.multi(commands).exec()
+    }
+    reply.then(
+      (results) => {
+        for (let i = 0; i < batch.length; i++) {
+          const [err, value] = results[2 * i]
+          if (err) batch[i].reject(err)
+          else batch[i].resolve(Number(value))
+        }
+      },
+      (err) => {
+        for (const w of batch) w.reject(err)
+      },
+    )
+  }
+  return (i) =>
+    new Promise((resolve, reject) => {
+      keys.push(`${prefix}{k${i}}:${Math.floor(Date.now() / cfg.windowMs)}`)
+      waiting.push({ resolve, reject })
+      if (keys.length >= 64) flush()
+      else if (!scheduled) {
+        scheduled = true
+        setImmediate(flush)
+      }
+    })
 }
 
 function parseInfo(text) {

@@ -22,9 +22,15 @@ function countingMulti(seen: number[]): Redis {
   return new Proxy(client, {
     get(target, prop, receiver) {
       if (prop !== 'multi') return Reflect.get(target, prop, receiver)
-      return (commands: unknown[][]) => {
-        seen.push(commands.length / 2)
-        return target.multi(commands as never)
+      return () => {
+        const tx = target.multi()
+        const exec = tx.exec.bind(tx)
+        return Object.assign(tx, {
+          exec: () => {
+            seen.push((tx.length - 1) / 2) // MULTI is queued too; EXEC is queued by exec()
+            return exec()
+          },
+        })
       }
     },
   })
@@ -122,7 +128,14 @@ describe('RedisStore deadline', () => {
 
   it('still times out when Redis really does not answer', async () => {
     const store = new RedisStore({
-      client: { multi: () => ({ exec: () => new Promise(() => {}) }), get: async () => null, del: async () => 0 },
+      client: {
+        multi() {
+          const tx = { incrby: () => tx, pexpire: () => tx, exec: () => new Promise<never>(() => {}) }
+          return tx
+        },
+        get: async () => null,
+        del: async () => 0,
+      },
       timeout: 30,
     })
     const t = Date.now()

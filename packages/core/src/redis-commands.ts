@@ -1,3 +1,10 @@
+/** The part of an ioredis transaction (`client.multi()`) the fixed window uses. */
+export interface RedisTransactionLike {
+  incrby(key: string, increment: string): RedisTransactionLike
+  pexpire(key: string, milliseconds: string): RedisTransactionLike
+  exec(): Promise<Array<[Error | null, unknown]> | null>
+}
+
 /**
  * Every command list Tollgate sends to Redis, in one place.
  *
@@ -13,12 +20,11 @@
  *   When requests for one key arrive in the same event-loop turn, their costs are merged into one
  *   INCRBY and each request is given its own position inside the returned total.
  */
-export function fixedWindowCommands(key: string, cost: number, ttlMs: number): Array<Array<string | number>> {
-  // Arguments as strings: ioredis spends ~2 µs more per key converting numbers itself.
-  return [
-    ['incrby', key, String(cost)],
-    ['pexpire', key, String(ttlMs)],
-  ]
+export function addFixedWindow(tx: RedisTransactionLike, key: string, cost: number, ttlMs: number): void {
+  // Arguments as strings: ioredis spends ~2 µs more per key converting numbers itself. The chained
+  // calls, not multi([[...], ...]): no command arrays to build and slice, ~4% more decisions per
+  // second in bench/store-bench.mjs.
+  tx.incrby(key, String(cost)).pexpire(key, String(ttlMs))
 }
 /** Replies per key in FIXED_WINDOW; the INCRBY reply is the first. */
 export const FIXED_WINDOW_REPLIES = 2

@@ -1,7 +1,7 @@
 import { argsOf, type ConsumeCall, type ConsumeResult, keysOf } from './algorithms'
 import { type Duration, parseDuration } from './duration'
 import { describeValue, TollgateError } from './errors'
-import { FIXED_WINDOW_REPLIES, fixedWindowCommands, SCRIPTS, TTL_MARGIN_MS } from './redis-commands'
+import { addFixedWindow, FIXED_WINDOW_REPLIES, type RedisTransactionLike, SCRIPTS, TTL_MARGIN_MS } from './redis-commands'
 import { type Store, windowIndex } from './store'
 
 /**
@@ -9,7 +9,7 @@ import { type Store, windowIndex } from './store'
  * that @tollgate/core never imports ioredis: memory-only users install no Redis client.
  */
 export interface RedisClientLike {
-  multi(commands: Array<Array<string | number>>): { exec(): Promise<Array<[Error | null, unknown]> | null> }
+  multi(): RedisTransactionLike
   get(key: string): Promise<string | null>
   del(...keys: string[]): Promise<number>
   /** ioredis defineCommand: the scripts run by EVALSHA, falling back to EVAL after a NOSCRIPT. */
@@ -207,14 +207,14 @@ export class RedisStore implements Store {
   }
 
   private send(entries: PendingKey[]): void {
-    const commands: Array<Array<string | number>> = []
-    for (const entry of entries) commands.push(...fixedWindowCommands(entry.key, entry.total, entry.ttlMs))
     const fail = (error: unknown) => {
       for (const entry of entries) entry.reject(error)
     }
     let reply: Promise<Array<[Error | null, unknown]> | null>
     try {
-      reply = this.client.multi(commands).exec()
+      const tx = this.client.multi()
+      for (const entry of entries) addFixedWindow(tx, entry.key, entry.total, entry.ttlMs)
+      reply = tx.exec()
     } catch (error) {
       fail(storeError(error))
       return
