@@ -188,3 +188,16 @@ describe('memory store', () => {
     expect(store.get('a', 60_000, 5_200)).toBe(1)
   })
 })
+
+describe('many distinct clients', () => {
+  // More clients than the limiter keeps store keys built for, so its memo of them starts over
+  // several times: every client must still get exactly its own count.
+  it('counts each of 40,000 clients on its own, two rounds over all of them', () => {
+    const now = 5_000_000
+    const limiter = new Limiter<{ k: string }>({ max: 1, window: '1m', clock: () => now, key: (r) => r.k })
+    const clients = Array.from({ length: 40_000 }, (_, i) => `client-${i}`)
+    const round = () => clients.map((k) => (limiter.check({ k }) as Decision).allowed)
+    expect(round().every((allowed) => allowed)).toBe(true)
+    expect(round().some((allowed) => allowed)).toBe(false)
+  })
+})
