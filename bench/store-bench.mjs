@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 // Store micro-benchmark: rate-limit decisions per second through Redis, no HTTP.
 //
-//   node bench/store-bench.mjs            3 cycles x 3 s per variant (~40 s)
+//   node bench/store-bench.mjs            3 cycles x 3 s per variant (~1 min)
 //   node bench/store-bench.mjs --quick    2 cycles x 1 s per variant
 //
 // Many concurrent async callers (default 200) each loop: pick one of N keys (default 10,000) at
