@@ -168,7 +168,7 @@ export class Limiter<Req = unknown> extends EventEmitter {
     if (!this.fast) return this.count(clientKey, limit, 0)
     const c = this.config
     const now = c.clock()
-    const counted = c.store.get(`${c.prefix}{${clientKey}}`, c.windowMs, now)
+    const counted = c.store.get(this.storeKey(clientKey), c.windowMs, now)
     return isThenable(counted)
       ? counted.then((n) => this.decide(clientKey, n, limit, 0, now, 'store'))
       : this.decide(clientKey, counted, limit, 0, now, 'store')
@@ -178,7 +178,7 @@ export class Limiter<Req = unknown> extends EventEmitter {
   reset(key: string): MaybePromise<void> {
     const c = this.config
     const clientKey = this.clientKey(this.validKey('key', key))
-    const base = `${c.prefix}{${clientKey}}`
+    const base = this.storeKey(clientKey)
     this.over.delete(clientKey)
     const now = c.clock()
     if (this.fast) return c.store.reset(base, c.windowMs, now)
@@ -285,7 +285,7 @@ export class Limiter<Req = unknown> extends EventEmitter {
   private count(clientKey: string, max: number, cost: number): MaybePromise<Decision> {
     const c = this.config
     const now = c.clock()
-    if (!this.fast) return this.consumeCall(this.callFor(`${c.prefix}{${clientKey}}`, this.limitsFor(max), cost, now), clientKey)
+    if (!this.fast) return this.consumeCall(this.callFor(this.storeKey(clientKey), this.limitsFor(max), cost, now), clientKey)
     if (c.store.local) {
       const base = this.storeKey(clientKey)
       const counted = c.store.increment(base, cost, c.windowMs, now)
