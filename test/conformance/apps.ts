@@ -17,6 +17,13 @@ export interface RouteSpec {
   limit?: Options | false
   /** Served by a controller method decorated with `@RateLimit(decorated)`. */
   decorated?: Options
+  /**
+   * One limiter instance reached twice on the way to the route. Express and Koa mount the same
+   * middleware on the app (so it also covers routes declared after this one) and on the route. fastify
+   * has no such idiom, since each plugin registration and each route config builds a limiter of its own,
+   * so there one `@RateLimit` decorator limits both the handler and the method it delegates to.
+   */
+  mountedTwice?: Options
 }
 
 /** One app, described once and built in each framework's own idiom. */
@@ -25,8 +32,11 @@ export interface AppSpec {
   routes: RouteSpec[]
   /** Trust X-Forwarded-For from loopback (Express "trust proxy", fastify trustProxy, Koa app.proxy). */
   trustProxy?: boolean
-  /** A custom refusal through each framework's `handler` option. */
-  refuse?: { status: number; body: string }
+  /**
+   * A custom refusal through each framework's `handler` option, sent as text/plain. Without `status`
+   * the handler sets none, leaving the status to the limiter.
+   */
+  refuse?: { status?: number; body: string }
 }
 
 export type Framework = 'express' | 'fastify' | 'koa'
@@ -37,9 +47,12 @@ const reply = 'ok'
 function expressApp(spec: AppSpec): Server {
   const app = express()
   if (spec.trustProxy) app.set('trust proxy', 'loopback')
-  const handler = spec.refuse
-    ? (_req: express.Request, res: express.Response) =>
-        void res.status(spec.refuse!.status).set('Content-Type', 'text/plain; charset=utf-8').send(spec.refuse!.body)
+  const refuse = spec.refuse
+  const handler = refuse
+    ? (_req: express.Request, res: express.Response) => {
+        if (refuse.status !== undefined) res.status(refuse.status)
+        res.set('Content-Type', 'text/plain; charset=utf-8').send(refuse.body)
+      }
     : undefined
   const withHandler = (o: Options) => ({ ...(o as tgExpress.RateLimitOptions), ...(handler ? { handler } : {}) })
   // An opted-out route sits before the global middleware: Express's idiom for "not limited".
@@ -59,6 +72,10 @@ function expressApp(spec: AppSpec): Server {
       }
       const controller = new Controller()
       add(r.path, (req, res, next) => void controller.handle(req, res).catch(next))
+    } else if (r.mountedTwice) {
+      const limiter = tgExpress.rateLimit(withHandler(r.mountedTwice))
+      app.use(limiter)
+      add(r.path, limiter, (_q, s) => void s.send(reply))
     } else if (r.limit) add(r.path, tgExpress.rateLimit(withHandler(r.limit)), (_q, s) => void s.send(reply))
     else add(r.path, (_q, s) => void s.send(reply))
   }
@@ -67,9 +84,10 @@ function expressApp(spec: AppSpec): Server {
 
 async function fastifyApp(spec: AppSpec): Promise<Server> {
   const app = Fastify({ trustProxy: spec.trustProxy ? '127.0.0.1' : false })
-  const handler = spec.refuse
+  const refuse = spec.refuse
+  const handler = refuse
     ? (_req: unknown, res: import('fastify').FastifyReply) =>
-        res.code(spec.refuse!.status).type('text/plain; charset=utf-8').send(spec.refuse!.body)
+        (refuse.status === undefined ? res : res.code(refuse.status)).type('text/plain; charset=utf-8').send(refuse.body)
     : undefined
   const withHandler = (o: Options) => ({ ...(o as tgFastify.RateLimitOptions), ...(handler ? { handler } : {}) })
   // Route config needs the plugin; the scenarios with route limits all have a global limit.
@@ -81,6 +99,20 @@ async function fastifyApp(spec: AppSpec): Promise<Server> {
       class Controller {
         @limit
         handle(_req: import('fastify').FastifyRequest, res: import('fastify').FastifyReply) {
+          return res.send(reply)
+        }
+      }
+      const controller = new Controller()
+      app.route({ method: r.method, url: r.path, handler: (req, res) => controller.handle(req, res) })
+    } else if (r.mountedTwice) {
+      const limit = tgFastify.RateLimit(withHandler(r.mountedTwice))
+      class Controller {
+        @limit
+        handle(req: import('fastify').FastifyRequest, res: import('fastify').FastifyReply) {
+          return this.answer(req, res)
+        }
+        @limit
+        answer(_req: import('fastify').FastifyRequest, res: import('fastify').FastifyReply) {
           return res.send(reply)
         }
       }
@@ -99,11 +131,12 @@ async function fastifyApp(spec: AppSpec): Promise<Server> {
 function koaApp(spec: AppSpec): Server {
   const app = new Koa()
   app.proxy = spec.trustProxy === true
-  const handler = spec.refuse
+  const refuse = spec.refuse
+  const handler = refuse
     ? (ctx: Koa.Context) => {
-        ctx.status = spec.refuse!.status
+        if (refuse.status !== undefined) ctx.status = refuse.status
         ctx.type = 'text/plain; charset=utf-8'
-        ctx.body = spec.refuse!.body
+        ctx.body = refuse.body
       }
     : undefined
   const withHandler = (o: Options) => ({ ...(o as tgKoa.RateLimitOptions), ...(handler ? { handler } : {}) })
@@ -128,6 +161,11 @@ function koaApp(spec: AppSpec): Server {
       }
       const controller = new Controller()
       add(r.path, (ctx) => controller.handle(ctx))
+    } else if (r.mountedTwice) {
+      // Before app.use(router.routes()) below, so the app-level mount runs first, as in Express.
+      const limiter = tgKoa.rateLimit(withHandler(r.mountedTwice))
+      app.use(limiter)
+      add(r.path, limiter, answer)
     } else if (r.limit) add(r.path, tgKoa.rateLimit(withHandler(r.limit)), answer)
     else add(r.path, answer)
   }

@@ -108,6 +108,22 @@ export const scenarios: Scenario[] = [
     check: (o) => expect(o[1]).toMatchObject({ body: 'teapot', retryAfter: '60' }),
   },
   {
+    // The handler only sends a body (res.send / reply.send / ctx.body): the limiter's statusCode must
+    // already be on the response, or the refusal goes out as a 200 that clients read as success.
+    name: 'a custom handler that sets no status still answers 429',
+    app: (s) => ({ global: { max: 1, window: '1m', ...s }, routes: [{ method: 'GET', path: '/' }], refuse: { body: 'no' } }),
+    steps: GET(2),
+    statuses: [200, 429],
+    check: (o) =>
+      expect(o[1]).toMatchObject({
+        body: 'no',
+        policy: '"1-per-1m";q=1;w=60',
+        ratelimit: '"1-per-1m";r=0;t=60',
+        retryAfter: '60',
+        cacheControl: 'no-store',
+      }),
+  },
+  {
     name: 'stacks a route limit on the global one: both count, both show, the tighter decides',
     app: (s) => ({
       global: { max: 10, window: '1m', ...s },
@@ -145,6 +161,23 @@ export const scenarios: Scenario[] = [
     steps: GET(3, { path: '/ctrl' }),
     statuses: [200, 200, 429],
     check: (o) => expect(o[2]).toMatchObject({ ratelimit: '"2-per-1m";r=0;t=60', retryAfter: '60' }),
+  },
+  {
+    // A middleware reused on the app and on a route (Express, Koa) or one decorator at two layers of
+    // a controller (fastify): counting twice would refuse the 2nd request and list the policy twice.
+    name: 'one limiter mounted twice on a request path counts a request once',
+    app: (s) => ({ routes: [{ method: 'GET', path: '/', mountedTwice: { max: 3, window: '1m', ...s } }] }),
+    steps: GET(4),
+    statuses: [200, 200, 200, 429],
+    check: (o) => {
+      expect(o.map((x) => x.policy)).toEqual(Array(4).fill('"3-per-1m";q=3;w=60'))
+      expect(o.map((x) => x.ratelimit)).toEqual([
+        '"3-per-1m";r=2;t=60',
+        '"3-per-1m";r=1;t=60',
+        '"3-per-1m";r=0;t=60',
+        '"3-per-1m";r=0;t=60',
+      ])
+    },
   },
   {
     name: 'puts requests whose IP cannot be resolved in one logged bucket',

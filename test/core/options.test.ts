@@ -1,4 +1,5 @@
-import { LIMIT_DEFINING_KEYS, Limiter, MemoryStore, nestedOptions, parseDuration, TollgateError } from '@tollgate/core'
+import { Limiter, MemoryStore, parseDuration, TollgateError } from '@tollgate/core'
+import { LIMIT_DEFINING_KEYS, nestedOptions } from '@tollgate/core/adapter'
 
 describe('options are validated once, at construction', () => {
   // Every option, each with wrong types and values: the error names the option and the value.

@@ -1,4 +1,5 @@
 import type { Store } from '@tollgate/core'
+import { countOf, resetCount } from '../support/store-calls'
 
 /**
  * The behaviour every store must have, written once and run against each store (memory, Redis,
@@ -12,42 +13,42 @@ export function storeContract(name: string, make: () => { store: Store; prefix: 
     it('returns the count after each increment, starting at the cost', async () => {
       const { store, prefix } = make()
       const key = `${prefix}{a}`
-      expect(await store.increment(key, 1, W, t0)).toBe(1)
-      expect(await store.increment(key, 1, W, t0 + 10)).toBe(2)
-      expect(await store.increment(key, 5, W, t0 + 20)).toBe(7)
+      expect(await store.increment!(key, 1, W, t0)).toBe(1)
+      expect(await store.increment!(key, 1, W, t0 + 10)).toBe(2)
+      expect(await store.increment!(key, 5, W, t0 + 20)).toBe(7)
     })
 
     it('counts each key on its own', async () => {
       const { store, prefix } = make()
-      expect(await store.increment(`${prefix}{a}`, 1, W, t0)).toBe(1)
-      expect(await store.increment(`${prefix}{b}`, 1, W, t0)).toBe(1)
+      expect(await store.increment!(`${prefix}{a}`, 1, W, t0)).toBe(1)
+      expect(await store.increment!(`${prefix}{b}`, 1, W, t0)).toBe(1)
     })
 
     it('starts again at the next window, aligned to the clock', async () => {
       const { store, prefix } = make()
       const key = `${prefix}{edge}`
-      await store.increment(key, 3, W, t0 + W - 1001) // last ms of the window
-      expect(await store.increment(key, 1, W, t0 + W - 1001)).toBe(4)
-      expect(await store.increment(key, 1, W, t0 + W - 1000)).toBe(1) // first ms of the next
+      await store.increment!(key, 3, W, t0 + W - 1001) // last ms of the window
+      expect(await store.increment!(key, 1, W, t0 + W - 1001)).toBe(4)
+      expect(await store.increment!(key, 1, W, t0 + W - 1000)).toBe(1) // first ms of the next
     })
 
     it('reads a count without changing it, and resets it', async () => {
       const { store, prefix } = make()
       const key = `${prefix}{peek}`
-      expect(await store.get(key, W, t0)).toBe(0)
-      await store.increment(key, 2, W, t0)
-      expect(await store.get(key, W, t0)).toBe(2)
-      expect(await store.get(key, W, t0)).toBe(2)
-      await store.reset(key, W, t0)
-      expect(await store.get(key, W, t0)).toBe(0)
-      expect(await store.increment(key, 1, W, t0)).toBe(1)
+      expect(await countOf(store, key, W, t0)).toBe(0)
+      await store.increment!(key, 2, W, t0)
+      expect(await countOf(store, key, W, t0)).toBe(2)
+      expect(await countOf(store, key, W, t0)).toBe(2)
+      await resetCount(store, key, W, t0)
+      expect(await countOf(store, key, W, t0)).toBe(0)
+      expect(await store.increment!(key, 1, W, t0)).toBe(1)
     })
 
     it('gives each of many concurrent increments of one key its own exact position', async () => {
       const { store, prefix } = make()
       const key = `${prefix}{hot}`
       const costs = Array.from({ length: 200 }, (_, i) => 1 + (i % 3))
-      const counts = await Promise.all(costs.map((cost) => store.increment(key, cost, W, t0)))
+      const counts = await Promise.all(costs.map((cost) => store.increment!(key, cost, W, t0)))
       // Each count is the running total at that request: distinct, and the last is the sum.
       const total = costs.reduce((a, b) => a + b, 0)
       expect(Math.max(...counts)).toBe(total)
@@ -62,7 +63,7 @@ export function storeContract(name: string, make: () => { store: Store; prefix: 
       const { store, prefix } = make()
       const calls: Array<Promise<number>> = []
       for (let round = 0; round < 5; round++)
-        for (let k = 0; k < 100; k++) calls.push(Promise.resolve(store.increment(`${prefix}{k${k}}`, 1, W, t0)))
+        for (let k = 0; k < 100; k++) calls.push(Promise.resolve(store.increment!(`${prefix}{k${k}}`, 1, W, t0)))
       const counts = await Promise.all(calls)
       for (let k = 0; k < 100; k++) {
         expect([0, 1, 2, 3, 4].map((round) => counts[round * 100 + k]).sort()).toEqual([1, 2, 3, 4, 5])

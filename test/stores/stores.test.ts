@@ -133,8 +133,8 @@ describe('RedisStore deadline', () => {
           const tx = { incrby: () => tx, pexpire: () => tx, exec: () => new Promise<never>(() => {}) }
           return tx
         },
-        get: async () => null,
         del: async () => 0,
+        defineCommand() {},
       },
       timeout: 30,
     })

@@ -8,12 +8,15 @@ export type TollgateErrorCode =
 
 export class TollgateError extends Error {
   override readonly name = 'TollgateError'
+  /** The message without its `[code]` suffix, for a caller that adds context of its own. */
+  readonly detail: string
   constructor(
     message: string,
     readonly code: TollgateErrorCode,
     options?: { cause?: unknown },
   ) {
     super(`${message} [${code}]`, options)
+    this.detail = message
   }
 }
 
@@ -37,4 +40,20 @@ export function describeValue(value: unknown): string {
 
 export function invalidOption(name: string, expected: string, value: unknown): TollgateError {
   return new TollgateError(`Invalid option "${name}": expected ${expected}, got ${describeValue(value)}`, 'TG_INVALID_OPTION')
+}
+
+/**
+ * Rejects a key of `options` that is not in `known` (a typo such as `windowMS` must not silently
+ * become the default). `where` names the options object ("" for a limiter's own, "MemoryStore"...);
+ * `hint` may suggest the option the caller probably meant.
+ */
+export function rejectUnknown(where: string, options: object, known: readonly string[], hint?: (name: string) => string | undefined): void {
+  for (const name of Object.keys(options)) {
+    if (known.includes(name)) continue
+    const guess = hint?.(name)
+    throw new TollgateError(
+      `Unknown ${where ? `${where} ` : ''}option "${name}"${guess ? ` (did you mean "${guess}"?)` : ''}; known options: ${known.join(', ')}`,
+      'TG_UNKNOWN_OPTION',
+    )
+  }
 }

@@ -1,12 +1,29 @@
-export { ALGORITHMS, type AlgorithmName, type ConsumeCall, type ConsumeResult, type LimitSpec } from './algorithms'
+/*
+ * @tollgate/core: the public API for apps and store authors. Adapter packages build on
+ * "@tollgate/core/adapter" (adapter.ts) as well.
+ */
 export { type Duration, formatDuration, parseDuration } from './duration'
-export { invalidOption, TollgateError, type TollgateErrorCode } from './errors'
-export { decisive, rateLimitHeaders } from './headers'
-export { ipKey } from './ip'
-export { type AdapterHooks, firstVisit, isThenable, Limiter, MAX_KEY_LENGTH, type Rejection, UNKNOWN_CLIENT_KEY, VISITED } from './limiter'
-export { MemoryStore, type MemoryStoreOptions } from './memory-store'
-export { adapterChoice, adapterFunction, type Config, LIMIT_DEFINING_KEYS, nestedOptions, parseOptions, subPrefix } from './options'
-export type { RedisTransactionLike } from './redis-commands'
-export { MAX_BATCH_KEYS, type RedisClientLike, RedisStore, type RedisStoreOptions } from './redis-store'
-export { type MaybePromise, type Store, windowIndex } from './store'
-export type { Decision, DecisionSource, HeaderStyle, LimiterOptions, LimitOptions, Logger, Policy, StoreErrorPolicy } from './types'
+export { TollgateError, type TollgateErrorCode } from './errors'
+export { rateLimitHeaders } from './headers'
+export { ipKey, MAX_KEY_LENGTH, UNKNOWN_CLIENT_KEY } from './keys'
+export { Limiter } from './limiter/limiter'
+export type { Rejection } from './limiter/response'
+export type { LimiterOptions, LimitOptions } from './options/limiter-options'
+export { MemoryStore, type MemoryStoreOptions } from './stores/memory-store'
+export { MAX_BATCH_KEYS } from './stores/redis-batch'
+export { type RedisClientLike, RedisStore, type RedisStoreOptions } from './stores/redis-store'
+export type {
+  AdapterHooks,
+  AlgorithmName,
+  Decision,
+  DecisionSource,
+  HeaderStyle,
+  LimitSpec,
+  Logger,
+  MaybePromise,
+  Policy,
+  Store,
+  StoreCall,
+  StoreErrorPolicy,
+  StoreResult,
+} from './types'

@@ -1,6 +1,16 @@
-import type { AlgorithmName } from './algorithms'
-import type { Duration } from './duration'
-import type { MaybePromise, Store } from './store'
+/**
+ * Tollgate's vocabulary: the types every part shares. This file imports nothing, so any file may
+ * import it without forming a cycle.
+ */
+
+/** A value now, or later: the memory store answers synchronously so the hot path allocates no promise. */
+export type MaybePromise<T> = T | Promise<T>
+
+/**
+ * The counting algorithms, one file each under algorithms/. Each has a memory twin and a Lua twin
+ * with the same arithmetic, so both stores give the same decisions for the same requests.
+ */
+export type AlgorithmName = 'fixed-window' | 'sliding-window' | 'gcra' | 'sliding-log'
 
 /** Header shapes of the IETF httpapi RateLimit drafts. */
 export type HeaderStyle = 'draft-6' | 'draft-7' | 'draft-8'
@@ -61,130 +71,90 @@ export interface Decision {
   shadowed?: boolean
 }
 
-/** One of several limits checked together (`limits` option). */
-export interface LimitOptions {
-  /** Units allowed per window. */
-  max: number
-  /** Window length: ms or a duration string such as "1s", "1 hour". */
-  window: Duration
-  /** GCRA only: how many units may arrive at once. @default max */
-  burst?: number
-  /** Policy name in the headers. @default "<max>-per-<window>" */
-  name?: string
-}
-
 /** Where request-time problems are reported. Each distinct problem is logged once, not per request. */
 export interface Logger {
   warn(message: string): void
   error(message: string, error?: unknown): void
 }
 
-/** The options every adapter accepts. `Req` is the framework's request (Express `req`, Fastify `request`, Koa `ctx`). */
-export interface LimiterOptions<Req = unknown> {
+/** One limit of a limiter, normalised once at construction. */
+export interface LimitSpec {
+  /** Units admitted per window. */
+  readonly max: number
+  /** Window length in ms. */
+  readonly windowMs: number
+  /** GCRA only: units that may arrive at once (the bucket size); `max` for the other algorithms. */
+  readonly burst: number
+  /** Used in store keys when a limiter has several limits, e.g. "1s". */
+  readonly label: string
+  readonly policy: Policy
+}
+
+/**
+ * One atomic check-and-update, the store protocol's unit: every limit admits the request and then
+ * all count it, or none does. The time is the limiter's clock, never the store's, so memory and
+ * Redis agree exactly and tests can inject time (processes sharing a Redis should keep their clocks
+ * in sync; skew shifts window edges by the skew, never more).
+ */
+export interface StoreCall {
+  readonly algorithm: AlgorithmName
+  /** `<prefix>{<client key>}`: the braces are a Redis Cluster hash tag (see keys.ts). */
+  readonly storeKey: string
+  readonly limits: readonly LimitSpec[]
+  /** Units this request uses; 0 reads without counting (`peek`). */
+  readonly cost: number
+  /** Epoch ms from the limiter's clock. */
+  readonly now: number
+  /** Unique per call: names the sliding-log entries this call adds, so a refund removes exactly them. */
+  readonly id: string
+}
+
+/**
+ * A store's answer to `admit`. `values` holds two numbers per limit, in limit order; their meaning is
+ * the algorithm's own and is documented, with the code that fills and reads them, in its file under
+ * algorithms/.
+ */
+export interface StoreResult {
+  /** True when every limit admitted the call, and so every limit counted it. */
+  allowed: boolean
+  values: number[]
+}
+
+/**
+ * Where counts live. One protocol serves every algorithm: `admit`, `refund` and `forget` are
+ * required, and a limiter checks at construction that its store has them. `increment` is an optional
+ * fast path for the default single-limit fixed window (one INCRBY, batched and merged in Redis).
+ * Third-party stores: see the README ("Writing a store") and test/stores/store-contract.ts.
+ */
+export interface Store {
+  /** True when counts live in this process: no deadline, no failure policy, no over-limit cache. */
+  readonly local: boolean
+  /** Checks every limit of the call, then counts it in all of them or in none, atomically. */
+  admit(call: StoreCall): MaybePromise<StoreResult>
+  /** Undoes an admitted call, only within the call's own windows and never below zero. */
+  refund(call: StoreCall): MaybePromise<void>
+  /** Deletes everything the call's client has for the call's limits (in the current window, for windows). */
+  forget(call: StoreCall): MaybePromise<void>
   /**
-   * Requests (cost units) allowed per window per client, or a function of the request returning it.
-   * @default 10
+   * Optional fast path of the single-limit fixed window: adds `cost` to `<key>:<window index>` and
+   * returns the count after it (refused requests count too, so a client over the limit stays over it
+   * for the rest of the window). Must agree with `admit` for algorithm "fixed-window": the same keys.
    */
-  max?: number | ((req: Req) => MaybePromise<number>)
+  increment?(key: string, cost: number, windowMs: number, now: number): MaybePromise<number>
+}
+
+/** What an adapter tells the core about its framework's requests. */
+export interface AdapterHooks<Req> {
+  /** The client IP as the framework resolved it (honouring its trust-proxy setting). */
+  ip(req: Req): string | undefined
   /**
-   * Window length: ms, or a duration string such as `"1s"`, `"500ms"`, `"1 minute"`.
-   * @default "1s"
+   * A misconfiguration visible only at request time, e.g. a proxy header the framework does not trust:
+   * a message (warned once, then no more checks), `undefined` (nothing seen yet, ask again), or `null`
+   * (the setup is known to be fine: stop asking, so healthy servers pay nothing per request).
    */
-  window?: Duration
-  /**
-   * Client key of a request. Defaults to the client IP as the framework resolved it (honouring its
-   * trust-proxy setting), with IPv6 grouped by `ipv6Subnet`.
-   */
-  key?: (req: Req) => MaybePromise<string>
-  /**
-   * Prefix of every store key. Give each limiter sharing a store its own prefix.
-   * @default "tg:"
-   */
-  prefix?: string
-  /**
-   * Where counts live. Pass `new RedisStore({ client })` to share limits between processes.
-   * @default new MemoryStore()
-   */
-  store?: Store
-  /**
-   * Units one request uses, or a function of the request returning it.
-   * @default 1
-   */
-  cost?: number | ((req: Req) => MaybePromise<number>)
-  /** Return true to let a request through without counting it or adding headers. */
-  skip?: (req: Req) => MaybePromise<boolean>
-  /**
-   * Which standard headers to send: the latest IETF draft (`"draft-8"`, structured `RateLimit` and
-   * `RateLimit-Policy`), the older `"draft-7"` or `"draft-6"` shapes, or none (`false`).
-   * @default "draft-8"
-   */
-  headers?: boolean | HeaderStyle
-  /**
-   * Also send `X-RateLimit-Limit`, `X-RateLimit-Remaining` and `X-RateLimit-Reset` (epoch seconds).
-   * @default false
-   */
-  legacyHeaders?: boolean
-  /**
-   * Status of a refused request.
-   * @default 429
-   */
-  statusCode?: number
-  /**
-   * Body of a refused request: a string (sent as text/plain), an object (sent as JSON), or a function
-   * of the request and decision returning either. Defaults to an RFC 9457 problem-details JSON body.
-   */
-  message?: string | Record<string, unknown> | ((req: Req, decision: Decision) => MaybePromise<string | Record<string, unknown>>)
-  /**
-   * IPv6 addresses are grouped by this prefix length, so one host cannot rotate through its own
-   * subnet to get fresh quotas; `false` keys on the full address.
-   * @default 56
-   */
-  ipv6Subnet?: number | false
-  /**
-   * What to do when the store fails or misses its deadline: keep limiting with a local in-memory
-   * limiter (`"fallback"`), let requests through (`"allow"`), or refuse them (`"deny"`).
-   * @default "fallback"
-   */
-  onStoreError?: StoreErrorPolicy
-  /**
-   * Name of the policy in the `RateLimit` headers.
-   * @default "<max>-per-<window>", e.g. "10-per-1s"
-   */
-  name?: string
-  /**
-   * Counting algorithm: `"fixed-window"` (MULTI/EXEC counters, the cheapest), `"sliding-window"`
-   * (previous and current window weighted by overlap), `"gcra"` (a token bucket with one timestamp per
-   * client and exact retry times) or `"sliding-log"` (exact rolling window, one entry per unit).
-   * @default "fixed-window"
-   */
-  algorithm?: AlgorithmName
-  /**
-   * Several limits checked at once, atomically, in one round trip, e.g.
-   * `[{ max: 10, window: '1s' }, { max: 1000, window: '1h' }]`. A request refused by one limit uses
-   * up none of the others. Replaces `max` and `window`.
-   */
-  limits?: LimitOptions[]
-  /** GCRA only: units that may arrive at once (the bucket size). @default max */
-  burst?: number
-  /** Refund requests whose response failed (status ≥ 400, or `requestWasSuccessful` false). @default false */
-  skipFailedRequests?: boolean
-  /** Refund requests whose response succeeded, e.g. to count only failed logins. @default false */
-  skipSuccessfulRequests?: boolean
-  /**
-   * Decides, after the response, whether a request succeeded, for the two options above.
-   * Receives the framework's request and response (Express `res`, Fastify `reply`, Koa: the same `ctx`).
-   * @default status < 400
-   */
-  // biome-ignore lint/suspicious/noExplicitAny: the response type is the adapter's (Express res, Fastify reply, Koa ctx)
-  requestWasSuccessful?: (req: Req, res: any) => MaybePromise<boolean>
-  /**
-   * Shadow mode: count, send headers and emit `limited` events, but never refuse a request. For
-   * rolling out a new limit safely.
-   * @default false
-   */
-  shadow?: boolean
-  /** Where request-time problems are logged, once each. @default console */
-  logger?: Logger
-  /** Clock in epoch ms, for tests. @default Date.now */
-  clock?: () => number
+  diagnose?(req: Req): string | null | undefined
+}
+
+export function isThenable<T>(value: MaybePromise<T>): value is Promise<T> {
+  return typeof (value as Promise<T> | undefined)?.then === 'function'
 }

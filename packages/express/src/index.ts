@@ -1,4 +1,5 @@
-import { adapterFunction, type Decision, isThenable, Limiter, type LimiterOptions, type Rejection } from '@tollgate/core'
+import { Limiter, type LimiterOptions } from '@tollgate/core'
+import { adapterFunction, createGate, type Decision, isThenable, type ResponseIO, visitsOutside } from '@tollgate/core/adapter'
 import type { NextFunction, Request, Response } from 'express'
 import { record } from './request-decisions'
 
@@ -29,7 +30,7 @@ declare global {
 }
 
 export interface RateLimitOptions extends LimiterOptions<Request> {
-  /** Sends the refusal yourself instead of the default body; headers are already set. */
+  /** Sends the refusal yourself instead of the default body; the headers and the status (429) are already set. */
   handler?: (req: Request, res: Response, next: NextFunction, decision: Decision) => void
 }
 
@@ -53,6 +54,22 @@ const hooks = {
   },
 }
 
+/** Express's side of the response sequence (core's adapter.ts runs it). */
+const io: ResponseIO<Request, Response> = {
+  record: (req, _res, decision) => record(req, decision),
+  setHeaders(res, headers) {
+    for (const name in headers) res.setHeader(name, headers[name]!)
+  },
+  status: (res, code) => void res.status(code),
+  send(res, rejection) {
+    res.setHeader('Content-Type', rejection.contentType)
+    res.end(rejection.body)
+  },
+  raw: (res) => res,
+  // Marks kept off the request: adding a property to an Express request is slow (request-decisions.ts).
+  visit: visitsOutside(),
+}
+
 /**
  * Rate limiting middleware for Express 4 and 5: `app.use(rateLimit({ max: 10 }))`, or on one route.
  * Sets the RateLimit headers, exposes the decision as `req.rateLimit`, and answers 429 when over.
@@ -60,42 +77,21 @@ const hooks = {
 export function rateLimit(options?: RateLimitOptions): RateLimitMiddleware {
   const limiter = new Limiter<Request>(options, hooks, ['handler'])
   const handler = adapterFunction<NonNullable<RateLimitOptions['handler']>>('handler', options?.handler)
-
-  const send = (res: Response, rejection: Rejection) => {
-    res.status(rejection.status)
-    res.setHeader('Content-Type', rejection.contentType)
-    res.end(rejection.body)
-  }
-
-  // Writes the headers; calls next() when allowed, otherwise answers. Returns nothing: the
-  // decorator wraps next() to learn which happened.
-  const respond = (req: Request, res: Response, next: NextFunction, decision: Decision | undefined) => {
-    if (decision === undefined) return next()
-    const headers = limiter.headers(record(req, decision))
-    for (const name in headers) res.setHeader(name, headers[name]!)
-    if (decision.allowed) {
-      if (limiter.wantsCompletion) {
-        // A response cut off before it finished counts as failed.
-        const done = () => limiter.complete(req, res, decision, res.writableFinished ? res.statusCode : 500)
-        res.once('close', done)
-      }
-      return next()
-    }
-    if (handler !== undefined) return handler(req, res, next, decision)
-    const rejection = limiter.rejection(req, decision)
-    if (isThenable(rejection)) rejection.then((r) => send(res, r), next)
-    else send(res, rejection)
-  }
+  const gate = createGate<Request, Response, NextFunction>(
+    limiter,
+    io,
+    handler && ((req, res, decision, next) => handler(req, res, next, decision)),
+  )
 
   const middleware = (req: Request, res: Response, next: NextFunction) => {
-    let result: ReturnType<typeof limiter.check>
+    let go: ReturnType<typeof gate>
     try {
-      result = limiter.check(req)
+      go = gate(req, res, next)
     } catch (error) {
       return next(error)
     }
-    if (isThenable(result)) result.then((d) => respond(req, res, next, d), next)
-    else respond(req, res, next, result)
+    if (isThenable(go)) go.then((ok) => ok && next(), next)
+    else if (go) next()
   }
   return Object.assign(middleware, { limiter })
 }

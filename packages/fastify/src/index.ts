@@ -1,7 +1,9 @@
-import { adapterChoice, type Decision, isThenable, type Limiter, nestedOptions, TollgateError, VISITED } from '@tollgate/core'
-import type { FastifyPluginAsync, FastifyReply, FastifyRequest, HookHandlerDoneFunction, RouteOptions } from 'fastify'
+import type { Limiter } from '@tollgate/core'
+import { type Decision, isThenable, VISITED } from '@tollgate/core/adapter'
+import type { FastifyPluginAsync, FastifyReply, FastifyRequest, HookHandlerDoneFunction } from 'fastify'
 import fp from 'fastify-plugin'
-import { adapterHooks, asHook, limit, type RateLimitOptions } from './limit'
+import { adapterHooks, asHook, limit, type RateLimitOptions } from './hooks'
+import { ADAPTER_KEYS, hookOption, routeLimitBuilder } from './route-limits'
 
 export {
   type AlgorithmName,
@@ -17,7 +19,7 @@ export {
   type StoreErrorPolicy,
   TollgateError,
 } from '@tollgate/core'
-export type { RateLimitOptions } from './limit'
+export type { RateLimitOptions } from './hooks'
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -42,37 +44,13 @@ declare module 'fastify' {
   }
 }
 
-type Hook = NonNullable<RateLimitOptions['hook']>
 type HookFn = (request: FastifyRequest, reply: FastifyReply, done: HookHandlerDoneFunction) => void
-
-const ADAPTER_KEYS = ['hook', 'handler']
-
-const hookOption = (value: unknown): Hook => adapterChoice('hook', value, ['onRequest', 'preHandler'], 'onRequest')
-
-function hooksOf(route: RouteOptions, hook: Hook): HookFn[] {
-  const existing: unknown = route[hook]
-  return existing === undefined ? [] : Array.isArray(existing) ? existing : [existing as HookFn]
-}
-
-function append(route: RouteOptions, hook: Hook, fn: HookFn): void {
-  const list = hooksOf(route, hook)
-  // A new array: the HEAD route fastify derives from a GET route may share the old one.
-  if (!list.includes(fn)) route[hook] = [...list, fn]
-}
-
-/**
- * The route limit built for each route. With nested plugins, the nearest one (the last to see the
- * route) builds it, replacing the outer one's, so it inherits the options of the plugin closest to it.
- */
-const routeLimits = new WeakMap<object, { hook: Hook; fn: HookFn }>()
 
 const plugin: FastifyPluginAsync<RateLimitOptions> = async (fastify, options) => {
   const hook = hookOption(options.hook)
   const hooks = adapterHooks()
   const global = limit(options, ADAPTER_KEYS, hooks)
   const runGlobal = asHook(global.run)
-  // fastify registers HEAD twins of GET routes with the same config object: they share one limit.
-  const shared = new WeakMap<object, Map<string, { hook: Hook; fn: HookFn }>>()
   const built = new WeakSet<object>()
   let warned = false
 
@@ -87,40 +65,7 @@ const plugin: FastifyPluginAsync<RateLimitOptions> = async (fastify, options) =>
   }
 
   // Route limits are built here, once per route, and run as hooks of their route.
-  fastify.addHook('onRoute', (route) => {
-    const own: unknown = route.config?.rateLimit
-    if (own === undefined || own === false) return
-    const methods = Array.isArray(route.method) ? route.method.join(',') : route.method
-    const url = route.url.length > 1 && route.url.endsWith('/') ? route.url.slice(0, -1) : route.url
-    const twin = `${url} ${JSON.stringify(route.constraints ?? {})}`
-    let byUrl = shared.get(own as object)
-    let entry = methods === 'HEAD' ? byUrl?.get(twin) : undefined
-    if (entry === undefined) {
-      // A route limit is its own (max, window...), counted the plugin's way (store, key, algorithm...).
-      const merged = nestedOptions(options, own, {
-        parentPrefix: global.limiter.config.prefix,
-        scope: `${methods}${url}`,
-        option: `config.rateLimit" of route "${methods} ${route.url}`,
-      })
-      try {
-        entry = { hook: hookOption(merged.hook), fn: asHook(limit(merged, ADAPTER_KEYS, hooks).run) }
-      } catch (error) {
-        if (!(error instanceof TollgateError)) throw error
-        const message = error.message.replace(/ \[TG_[A-Z_]+\]$/, '')
-        throw new TollgateError(`Route ${methods} ${route.url}, config.rateLimit: ${message}`, error.code, { cause: error })
-      }
-      if (byUrl === undefined) {
-        byUrl = new Map()
-        shared.set(own as object, byUrl)
-      }
-      byUrl.set(twin, entry)
-    }
-    built.add(own as object)
-    const outer = routeLimits.get(route)
-    if (outer !== undefined) route[outer.hook] = hooksOf(route, outer.hook).filter((fn) => fn !== outer.fn)
-    routeLimits.set(route, entry)
-    append(route, entry.hook, entry.fn)
-  })
+  fastify.addHook('onRoute', routeLimitBuilder(options, global.limiter.config.prefix, hooks, built))
 
   // The plugin's own limit is a hook of the scope, so it covers every route of the scope (however
   // the routes and the registration are ordered) and URLs no route matches.
@@ -161,7 +106,7 @@ export function RateLimit(options?: Omit<RateLimitOptions, 'hook'>) {
   ) {
     return function limited(this: This, ...args: Args) {
       const [request, reply] = args
-      const go = run(request, reply)
+      const go = run(request, reply, undefined)
       if (isThenable(go)) return go.then((ok) => (ok ? method.apply(this, args) : reply))
       return go ? method.apply(this, args) : reply
     } as (this: This, ...args: Args) => Result

@@ -1,13 +1,5 @@
-import {
-  type AdapterHooks,
-  adapterFunction,
-  type Decision,
-  firstVisit,
-  isThenable,
-  Limiter,
-  type LimiterOptions,
-  type Rejection,
-} from '@tollgate/core'
+import { Limiter, type LimiterOptions } from '@tollgate/core'
+import { type AdapterHooks, adapterFunction, createGate, type Decision, isThenable, type ResponseIO } from '@tollgate/core/adapter'
 import type { Context, Next } from 'koa'
 
 export {
@@ -55,10 +47,24 @@ const hooks: AdapterHooks<Context> = {
   },
 }
 
-function send(ctx: Context, rejection: Rejection): void {
-  ctx.status = rejection.status
-  ctx.type = rejection.contentType
-  ctx.body = rejection.body
+/** Koa's side of the response sequence (core's adapter.ts runs it). */
+const io: ResponseIO<Context, Context> = {
+  record(ctx, _res, decision) {
+    const state = ctx.state
+    state.rateLimit = decision
+    if (state.rateLimits === undefined) state.rateLimits = [decision]
+    else state.rateLimits.push(decision)
+    return state.rateLimits
+  },
+  setHeaders: (ctx, headers) => ctx.set(headers),
+  status(ctx, code) {
+    ctx.status = code
+  },
+  send(ctx, rejection) {
+    ctx.type = rejection.contentType
+    ctx.body = rejection.body
+  },
+  raw: (ctx) => ctx.res,
 }
 
 /**
@@ -69,37 +75,11 @@ function send(ctx: Context, rejection: Rejection): void {
 export function rateLimit(options?: RateLimitOptions): RateLimitMiddleware {
   const limiter = new Limiter<Context>(options, hooks, ['handler'])
   const handler = adapterFunction<NonNullable<RateLimitOptions['handler']>>('handler', options?.handler)
-  const completes = limiter.wantsCompletion
-
-  const respond = (ctx: Context, next: Next, decision: Decision | undefined): unknown => {
-    if (decision === undefined) return next()
-    const state = ctx.state
-    state.rateLimit = decision
-    if (state.rateLimits === undefined) state.rateLimits = [decision]
-    else state.rateLimits.push(decision)
-    ctx.set(limiter.headers(state.rateLimits!))
-    if (decision.allowed) {
-      if (completes) {
-        // For refunds: the outcome once the response is over; one cut off counts as failed.
-        const res = ctx.res
-        res.once('close', () => limiter.complete(ctx, ctx, decision, res.writableFinished ? res.statusCode : 500))
-      }
-      return next()
-    }
-    if (handler !== undefined) {
-      ctx.status = limiter.config.statusCode
-      return handler(ctx, decision)
-    }
-    const rejection = limiter.rejection(ctx, decision)
-    if (isThenable(rejection)) return rejection.then((r) => send(ctx, r))
-    send(ctx, rejection)
-  }
+  const gate = createGate<Context, Context, undefined>(limiter, io, handler && ((ctx, _res, decision) => handler(ctx, decision)))
 
   const middleware = async (ctx: Context, next: Next): Promise<unknown> => {
-    // The same middleware mounted on the app and on a router counts a request once.
-    if (!firstVisit(ctx, limiter)) return next()
-    const decision = limiter.check(ctx)
-    return respond(ctx, next, isThenable(decision) ? await decision : decision)
+    const go = gate(ctx, ctx, undefined)
+    if (isThenable(go) ? await go : go) return next()
   }
   return Object.assign(middleware, { limiter })
 }

@@ -1,14 +1,14 @@
+import { Limiter, type LimiterOptions, type Rejection } from '@tollgate/core'
 import {
   type AdapterHooks,
   adapterFunction,
+  createGate,
   type Decision,
-  firstVisit,
+  type Gate,
   isThenable,
-  Limiter,
-  type LimiterOptions,
   type MaybePromise,
-  type Rejection,
-} from '@tollgate/core'
+  type ResponseIO,
+} from '@tollgate/core/adapter'
 import type { FastifyInstance, FastifyReply, FastifyRequest, HookHandlerDoneFunction } from 'fastify'
 
 export interface RateLimitOptions extends LimiterOptions<FastifyRequest> {
@@ -26,7 +26,7 @@ export interface RateLimitOptions extends LimiterOptions<FastifyRequest> {
 }
 
 /** Runs one limit: resolves to true when the request may go on, false once the refusal is sent. Throws what `check` throws. */
-export type Run = (request: FastifyRequest, reply: FastifyReply) => MaybePromise<boolean>
+export type Run = Gate<FastifyRequest, FastifyReply, undefined>
 
 // fastify keeps its constructor options under a private symbol and leaves trustProxy out of
 // initialConfig; this only feeds a warning, so a fastify that moves it just loses the warning.
@@ -77,14 +77,26 @@ export function adapterHooks(): AdapterHooks<FastifyRequest> {
 // refusal should read the same in every adapter. Core reuses its Rejection objects, so this cache holds.
 const bodies = new WeakMap<Rejection, Buffer>()
 
-function send(reply: FastifyReply, rejection: Rejection): false {
-  let body = bodies.get(rejection)
-  if (body === undefined) {
-    body = Buffer.from(rejection.body)
-    bodies.set(rejection, body)
-  }
-  reply.code(rejection.status).header('content-type', rejection.contentType).send(body)
-  return false
+/** Fastify's side of the response sequence (core's adapter.ts runs it). */
+const io: ResponseIO<FastifyRequest, FastifyReply> = {
+  record(request, _reply, decision) {
+    request.rateLimit = decision
+    const all = request.rateLimits
+    if (all === undefined) request.rateLimits = [decision]
+    else all.push(decision)
+    return request.rateLimits!
+  },
+  setHeaders: (reply, headers) => void reply.headers(headers),
+  status: (reply, code) => void reply.code(code),
+  send(reply, rejection) {
+    let body = bodies.get(rejection)
+    if (body === undefined) {
+      body = Buffer.from(rejection.body)
+      bodies.set(rejection, body)
+    }
+    reply.header('content-type', rejection.contentType).send(body)
+  },
+  raw: (reply) => reply.raw,
 }
 
 /** Builds the limiter for `options` (validating them) and the function that applies it to a request. */
@@ -95,44 +107,19 @@ export function limit(
 ): { limiter: Limiter<FastifyRequest>; run: Run } {
   const limiter = new Limiter<FastifyRequest>(options, hooks, adapterKeys)
   const handler = adapterFunction<NonNullable<RateLimitOptions['handler']>>('handler', options?.handler)
-  const completes = limiter.wantsCompletion
-
-  const refuse = (request: FastifyRequest, reply: FastifyReply, decision: Decision): MaybePromise<false> => {
-    if (handler === undefined) {
-      const rejection = limiter.rejection(request, decision)
-      return isThenable(rejection) ? rejection.then((r) => send(reply, r)) : send(reply, rejection)
-    }
-    reply.code(limiter.config.statusCode)
-    const sent = (value: unknown): false => {
-      if (value !== undefined && !reply.sent) reply.send(value)
-      return false
-    }
-    const value = handler(request, reply, decision)
-    return isThenable(value) ? value.then(sent) : sent(value)
+  // The handler may send with reply.send() or return the payload to send.
+  const sendReturned = (reply: FastifyReply, value: unknown): void => {
+    if (value !== undefined && !reply.sent) reply.send(value)
   }
-
-  const respond = (request: FastifyRequest, reply: FastifyReply, decision: Decision | undefined): MaybePromise<boolean> => {
-    if (decision === undefined) return true
-    request.rateLimit = decision
-    const all = request.rateLimits
-    if (all === undefined) request.rateLimits = [decision]
-    else all.push(decision)
-    reply.headers(limiter.headers(request.rateLimits!))
-    if (!decision.allowed) return refuse(request, reply, decision)
-    if (completes) {
-      // For refunds: the outcome once the response is over; one cut off counts as failed.
-      const res = reply.raw
-      res.once('close', () => limiter.complete(request, reply, decision, res.writableFinished ? res.statusCode : 500))
-    }
-    return true
-  }
-
-  const run: Run = (request, reply) => {
-    // Whatever path runs a limit twice on one request (a HEAD twin's hooks), it counts once.
-    if (!firstVisit(request, limiter)) return true
-    const decision = limiter.check(request)
-    return isThenable(decision) ? decision.then((d) => respond(request, reply, d)) : respond(request, reply, decision)
-  }
+  const run = createGate(
+    limiter,
+    io,
+    handler &&
+      ((request: FastifyRequest, reply: FastifyReply, decision: Decision) => {
+        const value = handler(request, reply, decision)
+        return isThenable(value) ? value.then((v) => sendReturned(reply, v)) : sendReturned(reply, value)
+      }),
+  )
   return { limiter, run }
 }
 
@@ -144,7 +131,7 @@ export function asHook(run: Run) {
   return function rateLimitHook(request: FastifyRequest, reply: FastifyReply, done: HookHandlerDoneFunction): void {
     let go: MaybePromise<boolean>
     try {
-      go = run(request, reply)
+      go = run(request, reply, undefined)
     } catch (error) {
       done(error as Error)
       return

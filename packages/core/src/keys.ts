@@ -1,4 +1,58 @@
+import { createHash } from 'node:crypto'
 import { isIPv4, isIPv6 } from 'node:net'
+import type { StoreCall } from './types'
+
+/*
+ * The key grammar, in one place. A store key is `<prefix>{<client key>}` plus a suffix per limit and
+ * algorithm: `tg:{203.0.113.7}:1763729100` for the default one-second fixed window (the window index
+ * is floor(now / windowMs)). The braces are a Redis Cluster hash tag, so every key of one client lands
+ * in one slot and one script may touch them all. With several limits, each limit's keys carry its
+ * label: `tg:{203.0.113.7}:1s:1763729100`.
+ */
+
+/** Key of the shared bucket for requests whose client IP cannot be resolved (see README, "Keys"). */
+export const UNKNOWN_CLIENT_KEY = 'unknown-ip'
+/** Longer client keys are replaced by a hash, so a key function cannot blow up store keys. */
+export const MAX_KEY_LENGTH = 200
+
+/** The client key as stored: itself, or a hash of it when it is longer than MAX_KEY_LENGTH. */
+export function clientKey(key: string): string {
+  if (key.length <= MAX_KEY_LENGTH) return key
+  return `#${createHash('sha256').update(key).digest('base64url')}`
+}
+
+/** `<prefix>{<client key>}` */
+export function storeKey(prefix: string, client: string): string {
+  return `${prefix}{${client}}`
+}
+
+/** Key stem of limit `i`: the plain store key for a single limit (so the default key stays `<prefix>{<client>}:<window>`). */
+export function stem(call: Pick<StoreCall, 'storeKey' | 'limits'>, i: number): string {
+  return call.limits.length === 1 ? call.storeKey : `${call.storeKey}:${call.limits[i]!.label}`
+}
+
+/** Index of the fixed window containing `now`. Shared by every store and algorithm so they agree on edges. */
+export function windowIndex(now: number, windowMs: number): number {
+  return Math.floor(now / windowMs)
+}
+
+/**
+ * True when `prefix` is a usable key prefix. Braces would move the Redis Cluster hash tag off the
+ * client key, so one client's windows could land in different slots.
+ */
+export function isPrefix(prefix: unknown): prefix is string {
+  return typeof prefix === 'string' && prefix.length <= 128 && !/[{}\s]/.test(prefix)
+}
+
+/**
+ * Key prefix for a limit nested under another (a route's own limit under a plugin's): the parent's
+ * prefix plus the name, hashed when the name would make an unusable prefix, so limits that share a
+ * store never share counts.
+ */
+export function subPrefix(base: string, name: string): string {
+  if (/^[^{}\s]+$/.test(name) && base.length + name.length < 128) return `${base}${name}:`
+  return `${base}${createHash('sha256').update(name).digest('base64url').slice(0, 16)}:`
+}
 
 /**
  * Turns the client IP the framework resolved into a rate-limit key.

@@ -1,0 +1,128 @@
+import type { ServerResponse } from 'node:http'
+import type { Limiter } from './limiter/limiter'
+import type { Rejection } from './limiter/response'
+import { type Decision, isThenable, type MaybePromise } from './types'
+
+/*
+ * "@tollgate/core/adapter": what adapter packages build on. The response sequence lives here, once:
+ * an adapter supplies only its framework's I/O (ResponseIO) and calls the gate for each request.
+ */
+
+/** An adapter's framework I/O, created once per adapter (never per request). */
+export interface ResponseIO<Req, Res> {
+  /** Exposes the decision where the framework's users read it; returns every decision made on this request so far, in order. */
+  record(req: Req, res: Res, decision: Decision): readonly Decision[]
+  /** Sets each header of the record on the response. */
+  setHeaders(res: Res, headers: Record<string, string>): void
+  /** Sets the status of a refused response, before the user's handler runs. */
+  status(res: Res, code: number): void
+  /** Sends the default refusal (the status is already set). */
+  send(res: Res, rejection: Rejection): void
+  /** The Node response under `res`, for the refund hook. */
+  raw(res: Res): ServerResponse
+  /**
+   * True the first time `limiter` meets this request: a limiter mounted twice on one request path
+   * (app and route, a HEAD twin's hooks) counts it once. @default firstVisit
+   */
+  visit?(req: Req, limiter: object): boolean
+}
+
+/** The user's refusal handler as the adapter calls it: `extra` is what the adapter passed to the gate (Express: `next`). */
+export type RefusalHandler<Req, Res, Extra> = (req: Req, res: Res, decision: Decision, extra: Extra) => unknown
+
+/**
+ * Applies a limiter to one request: resolves to true when the request may go on, false once the
+ * refusal is sent. Throws (or rejects with) what `Limiter.check` throws, for the framework's error
+ * handling.
+ */
+export type Gate<Req, Res, Extra = undefined> = (req: Req, res: Res, extra: Extra) => MaybePromise<boolean>
+
+/**
+ * The one response sequence, for every adapter:
+ * 1. count once per request (`visit`), and skip what `skip` skips;
+ * 2. record the decision where the framework exposes it, and set the headers for every decision so far;
+ * 3. allowed: arm the refund hook when refunds are on, and go on;
+ * 4. refused: set the status, then call the user's handler, or send the default refusal.
+ */
+export function createGate<Req, Res, Extra = undefined>(
+  limiter: Limiter<Req>,
+  io: ResponseIO<Req, Res>,
+  handler?: RefusalHandler<Req, Res, Extra>,
+): Gate<Req, Res, Extra> {
+  const visit = io.visit ?? firstVisit
+  const completes = limiter.wantsCompletion
+  const statusCode = limiter.config.statusCode
+  const sendRejection = (res: Res, rejection: Rejection): false => {
+    io.send(res, rejection)
+    return false
+  }
+
+  const respond = (req: Req, res: Res, extra: Extra, decision: Decision | undefined): MaybePromise<boolean> => {
+    if (decision === undefined) return true
+    io.setHeaders(res, limiter.headers(io.record(req, res, decision)))
+    if (decision.allowed) {
+      if (completes) limiter.afterResponse(req, res, io.raw(res), decision)
+      return true
+    }
+    io.status(res, statusCode)
+    if (handler !== undefined) {
+      const handled = handler(req, res, decision, extra)
+      return isThenable(handled) ? handled.then(() => false) : false
+    }
+    const rejection = limiter.rejection(req, decision)
+    return isThenable(rejection) ? rejection.then((r) => sendRejection(res, r)) : sendRejection(res, rejection)
+  }
+
+  return (req, res, extra) => {
+    if (!visit(req, limiter)) return true
+    const decision = limiter.check(req)
+    return isThenable(decision) ? decision.then((d) => respond(req, res, extra, d)) : respond(req, res, extra, decision)
+  }
+}
+
+/**
+ * Property where `firstVisit` marks a request. Exported so an adapter can declare it up front (fastify's
+ * decorateRequest): adding an undeclared property to every request changes its object shape.
+ */
+export const VISITED = Symbol('tollgate.visitedBy')
+type Visited = { [VISITED]?: object | object[] }
+
+/** True the first time `limiter` meets this request object; the mark is a property of the request. */
+export function firstVisit(request: unknown, limiter: object): boolean {
+  const r = request as Visited
+  const next = marked(r[VISITED], limiter)
+  if (next === undefined) return false
+  r[VISITED] = next
+  return true
+}
+
+/**
+ * `firstVisit` with the marks kept outside the request objects, for a framework whose requests must
+ * not gain properties (Express: see its request-decisions.ts).
+ */
+export function visitsOutside(): (request: unknown, limiter: object) => boolean {
+  const marks = new WeakMap<object, object | object[]>()
+  return (request, limiter) => {
+    const next = marked(marks.get(request as object), limiter)
+    if (next === undefined) return false
+    marks.set(request as object, next)
+    return true
+  }
+}
+
+/** The limiters that have met a request, with `limiter` added; undefined when it was there already. */
+function marked(seen: object | object[] | undefined, limiter: object): object | object[] | undefined {
+  if (seen === undefined) return limiter
+  if (seen === limiter) return undefined
+  if (!Array.isArray(seen)) return [seen, limiter]
+  if (seen.includes(limiter)) return undefined
+  seen.push(limiter)
+  return seen
+}
+
+export type { Limiter } from './limiter/limiter'
+export type { Rejection } from './limiter/response'
+export { adapterChoice, adapterFunction } from './options/checks'
+export { LIMIT_DEFINING_KEYS, nestedOptions } from './options/nested-options'
+export type { AdapterHooks, Decision, MaybePromise } from './types'
+export { isThenable } from './types'

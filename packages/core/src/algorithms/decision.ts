@@ -1,0 +1,68 @@
+import type { Decision, DecisionSource, LimitSpec } from '../types'
+import type { Algorithm, Verdict } from './algorithm'
+
+/*
+ * The store's numbers to a Decision, written once for every algorithm and store (as envoy's
+ * base_limiter): a decision depends only on the numbers, never on where they came from.
+ */
+
+/** One verdict at a time: the mapping is synchronous, so a shared scratch object saves an allocation per decision. */
+const scratch: Verdict = { fits: false, count: 0, remaining: 0, resetAt: 0, retryAfterMs: 0 }
+
+/**
+ * The decision for one limit. `admitted` is the store's answer for the whole call: a limit that fits
+ * still refuses when another limit refused the request (all-or-nothing).
+ */
+export function decide(
+  algorithm: Algorithm,
+  limit: LimitSpec,
+  a: number,
+  b: number,
+  admitted: boolean,
+  cost: number,
+  now: number,
+  key: string,
+  source: DecisionSource,
+): Decision {
+  algorithm.verdict(scratch, limit, a, b, cost, now, admitted)
+  const { fits, remaining, resetAt } = scratch
+  const retryAfterMs = admitted ? 0 : Math.max(1, scratch.retryAfterMs)
+  return {
+    allowed: admitted,
+    limit: limit.max,
+    remaining: admitted || fits ? remaining : 0,
+    count: scratch.count,
+    resetAt: admitted ? resetAt : Math.max(resetAt, now + retryAfterMs),
+    retryAfterMs,
+    at: now,
+    key,
+    policy: limit.policy,
+    source,
+    cost,
+  }
+}
+
+/**
+ * What `peek` reports for one limit from a read (a call of cost 0): whether a request of one unit
+ * would be admitted now, what is left, and `count`, the units used (at most the limit's capacity, so
+ * the fast path's count of refused requests reads as the script path's). Counts nothing.
+ */
+export function peekAt(algorithm: Algorithm, limit: LimitSpec, a: number, b: number, now: number, key: string): Decision {
+  algorithm.verdict(scratch, limit, a, b, 1, now, false)
+  const { fits, resetAt } = scratch
+  const remaining = fits ? scratch.remaining : 0
+  const retryAfterMs = fits ? 0 : Math.max(1, scratch.retryAfterMs)
+  return {
+    allowed: fits,
+    limit: limit.max,
+    remaining,
+    count: Math.max(0, limit.burst - remaining),
+    resetAt: fits ? resetAt : Math.max(resetAt, now + retryAfterMs),
+    retryAfterMs,
+    at: now,
+    key,
+    policy: limit.policy,
+    source: 'store',
+    cost: 0,
+  }
+}

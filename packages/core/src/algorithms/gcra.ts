@@ -1,0 +1,191 @@
+import { stem } from '../keys'
+import type { LimitSpec, StoreCall } from '../types'
+import { type Algorithm, LUA_HEAD, type MemoryTwin, TTL_MARGIN_MS, type Verdict } from './algorithm'
+
+/*
+ * Generic cell rate algorithm (as redis-cell's CL.THROTTLE): one emission interval T = W / max per
+ * unit; a request fits while its theoretical arrival time (TAT) stays within burst × T of now.
+ * One key per limit, `<stem>:gcra`, holding the TAT; it expires when the bucket would be full again,
+ * so an idle client leaves nothing.
+ * The store's numbers per limit: [TAT before (at least now), TAT after admitting], in ms, fractional
+ * when W / max is not a whole number of ms.
+ */
+
+/**
+ * A TAT, exactly: `ms + rem / max` epoch ms, with 0 ≤ rem < max. T = W / max is rarely a whole number
+ * of ms (1000 / 3); rounding the TAT to a whole ms at each request lost up to 1 ms per request, which
+ * cost a unit of burst (3 per second admitted 2 at once) and slowed the steady rate. Kept as two
+ * integers, the arithmetic never rounds. The Lua stores the same pair as "ms:rem".
+ */
+interface Tat {
+  readonly ms: number
+  readonly rem: number
+}
+
+/** `tat + units / max` ms, exactly; `units` is negative for a refund. */
+function addUnits(tat: Tat, units: number, max: number): Tat {
+  const sum = tat.rem + units
+  const carry = Math.floor(sum / max)
+  return { ms: tat.ms + carry, rem: sum - carry * max }
+}
+
+/** True when the TAT lies after `now` (a whole ms), i.e. the bucket is not full. */
+function isAfter(tat: Tat, now: number): boolean {
+  return tat.ms > now || (tat.ms === now && tat.rem > 0)
+}
+
+/** The TAT as the number of ms the verdict reads (fractional, see GCRA_SCRIPT). */
+function tatMs(tat: Tat, max: number): number {
+  return max > 0 ? tat.ms + tat.rem / max : tat.ms
+}
+
+/**
+ * A request fits when its new TAT minus burst × T is not after now, compared multiplied by max, in
+ * integers. A stored value without ":" is a TAT from before the remainder was kept (rem 0). The reply
+ * gives both TATs as ms, as 17-digit strings: Redis would truncate a Lua number to an integer.
+ */
+const GCRA_SCRIPT = `${LUA_HEAD}
+local tats = {}
+for i = 1, #KEYS do
+  local max = tonumber(ARGV[3 * i + 1])
+  local w = tonumber(ARGV[3 * i + 2])
+  local burst = tonumber(ARGV[3 * i + 3])
+  local ms, rem = now, 0
+  local stored = redis.call('GET', KEYS[i])
+  if stored then
+    local m, r = string.match(stored, '^(-?%d+):(%d+)$')
+    local sm, sr = tonumber(m or stored), tonumber(r or '0')
+    if sm and (sm > now or (sm == now and sr > 0)) then ms, rem = sm, sr end
+  end
+  local before = ms
+  if max > 0 then
+    before = ms + rem / max
+    local sum = rem + cost * w
+    local carry = math.floor(sum / max)
+    ms = ms + carry
+    rem = sum - carry * max
+    if (ms - now) * max + rem > burst * w then ok = 0 end
+  else
+    ok = 0
+  end
+  local after = ms
+  if max > 0 then after = ms + rem / max end
+  out[2 * i] = string.format('%.17g', before)
+  out[2 * i + 1] = string.format('%.17g', after)
+  tats[i] = {ms, rem}
+end
+if ok == 1 then
+  for i = 1, #KEYS do
+    local ms, rem = tats[i][1], tats[i][2]
+    local ttl = ms - now + ${TTL_MARGIN_MS}
+    if rem > 0 then ttl = ttl + 1 end
+    redis.call('SET', KEYS[i], string.format('%d:%d', ms, rem), 'PX', ttl)
+  end
+end
+out[1] = ok
+return out`
+
+/** Back by cost × T, exactly, in the "<ms>:<rem>" form; the key goes when the bucket is full again. KEEPTTL keeps its TTL. */
+const GCRA_REFUND_SCRIPT = `
+local cost = tonumber(ARGV[1])
+local now = tonumber(ARGV[2])
+for i = 1, #KEYS do
+  local max = tonumber(ARGV[3 * i + 1])
+  local stored = redis.call('GET', KEYS[i])
+  if stored and max > 0 then
+    local m, r = string.match(stored, '^(-?%d+):(%d+)$')
+    local ms, rem = tonumber(m or stored), tonumber(r or '0')
+    if ms then
+      local sum = rem - cost * tonumber(ARGV[3 * i + 2])
+      local carry = math.floor(sum / max)
+      ms = ms + carry
+      rem = sum - carry * max
+      if ms > now or (ms == now and rem > 0) then
+        redis.call('SET', KEYS[i], string.format('%d:%d', ms, rem), 'KEEPTTL')
+      else
+        redis.call('DEL', KEYS[i])
+      end
+    end
+  end
+end
+return 1`
+
+function memory(): MemoryTwin {
+  const tats = new Map<string, Tat>()
+  const next = (call: StoreCall, i: number): { before: Tat; after: Tat } => {
+    const { max, windowMs } = call.limits[i]!
+    const stored = tats.get(stem(call, i))
+    const before = stored !== undefined && isAfter(stored, call.now) ? stored : { ms: call.now, rem: 0 }
+    return { before, after: max > 0 ? addUnits(before, call.cost * windowMs, max) : before }
+  }
+  return {
+    read(call, i, values) {
+      const { max, windowMs, burst } = call.limits[i]!
+      const { before, after } = next(call, i)
+      values.push(tatMs(before, max), tatMs(after, max))
+      // TAT − burst × T > now, multiplied through by max so that it is exact.
+      return max > 0 && (after.ms - call.now) * max + after.rem <= burst * windowMs
+    },
+    write(call, i) {
+      tats.set(stem(call, i), next(call, i).after)
+    },
+    refund(call, i) {
+      const key = stem(call, i)
+      const { max, windowMs } = call.limits[i]!
+      const stored = tats.get(key)
+      if (stored === undefined || max <= 0) return
+      const back = addUnits(stored, -call.cost * windowMs, max)
+      if (isAfter(back, call.now)) tats.set(key, back)
+      else tats.delete(key)
+    },
+    forget: (call, i) => void tats.delete(stem(call, i)),
+    prune(now) {
+      for (const [key, tat] of tats) if (!isAfter(tat, now)) tats.delete(key)
+    },
+    get size() {
+      return tats.size
+    },
+  }
+}
+
+/**
+ * T is rarely a whole number of ms, so the TATs are brought back to whole units of 1/max ms (what the
+ * stores count in) and compared as integers: with a floating T = 333.33…, a ratio such as
+ * (burst × T − (TAT − now)) / T can land just below a whole number and floor one unit short. Rounding
+ * recovers the stores' exact value whenever T is whole (the TATs are then whole ms) and otherwise while
+ * max < 4096: a TAT near today's epoch ms holds its fraction to 2^-13 ms.
+ */
+function verdict(out: Verdict, limit: LimitSpec, a: number, b: number, _cost: number, now: number, admitted: boolean): void {
+  const { max, windowMs: W, burst } = limit
+  if (max > 0) {
+    const before = Math.max(0, Math.round((a - now) * max))
+    const after = Math.max(0, Math.round((b - now) * max))
+    const full = burst * W
+    const tat = admitted ? after : before
+    out.fits = after <= full
+    out.remaining = Math.max(0, Math.floor((full - tat) / W))
+    out.resetAt = now + Math.ceil(tat / max)
+    out.retryAfterMs = out.fits ? 0 : Math.ceil((after - full) / max)
+  } else {
+    out.fits = false
+    out.remaining = 0
+    out.resetAt = now
+    out.retryAfterMs = W
+  }
+  out.count = burst - out.remaining
+}
+
+export const gcra: Algorithm = {
+  name: 'gcra',
+  burst: true,
+  keys(call: StoreCall, i: number, out: string[]) {
+    out.push(`${stem(call, i)}:gcra`)
+  },
+  admitScript: GCRA_SCRIPT,
+  refundScript: GCRA_REFUND_SCRIPT,
+  memory,
+  verdict,
+  unavailable(limit, now, allow, values) {
+    values.push(now, allow ? now : now + limit.windowMs * 2)
+  },
+}

@@ -1,0 +1,26 @@
+import type { AlgorithmName, StoreCall } from '../types'
+import type { Algorithm } from './algorithm'
+import { fixedWindow } from './fixed-window'
+import { gcra } from './gcra'
+import { slidingLog } from './sliding-log'
+import { slidingWindow } from './sliding-window'
+
+/** The registry: an algorithm's name to its one file. */
+export const ALGORITHMS: Readonly<Record<AlgorithmName, Algorithm>> = Object.freeze({
+  'fixed-window': fixedWindow,
+  'sliding-window': slidingWindow,
+  gcra,
+  'sliding-log': slidingLog,
+})
+
+export const ALGORITHM_NAMES = Object.keys(ALGORITHMS) as AlgorithmName[]
+
+/** The store keys one call touches, in the order the scripts take them. */
+export function keysOf(algorithm: Algorithm, call: StoreCall): string[] {
+  const keys: string[] = []
+  for (let i = 0; i < call.limits.length; i++) algorithm.keys(call, i, keys)
+  return keys
+}
+
+export type { Algorithm, MemoryTwin, Verdict } from './algorithm'
+export { argsOf, TTL_MARGIN_MS } from './algorithm'

@@ -1,0 +1,130 @@
+import { stem } from '../keys'
+import type { LimitSpec, StoreCall } from '../types'
+import { type Algorithm, LUA_HEAD, type MemoryTwin, TTL_MARGIN_MS, type Verdict } from './algorithm'
+
+/*
+ * Sliding log: exact rolling window, one entry per admitted unit, scored by time. One key per limit,
+ * `<stem>:log` (a sorted set in Redis). Entries at or before now − W leave.
+ * The store's numbers per limit: [entries before, time of the entry whose expiry frees enough room],
+ * for an exact Retry-After.
+ */
+
+const SLIDING_LOG_SCRIPT = `${LUA_HEAD}
+for i = 1, #KEYS do
+  local max = tonumber(ARGV[3 * i + 1])
+  local w = tonumber(ARGV[3 * i + 2])
+  redis.call('ZREMRANGEBYSCORE', KEYS[i], '-inf', now - w)
+  local c = redis.call('ZCARD', KEYS[i])
+  local idx = c + cost - max - 1
+  if idx < 0 then idx = 0 end
+  local s = now
+  local r = redis.call('ZRANGE', KEYS[i], idx, idx, 'WITHSCORES')
+  if r[2] then s = tonumber(r[2]) end
+  out[2 * i] = c
+  out[2 * i + 1] = s
+  if c + cost > max then ok = 0 end
+end
+if ok == 1 then
+  for i = 1, #KEYS do
+    for j = 1, cost do
+      redis.call('ZADD', KEYS[i], now, ARGV[3] .. ':' .. j)
+    end
+    redis.call('PEXPIRE', KEYS[i], tonumber(ARGV[3 * i + 2]) + ${TTL_MARGIN_MS})
+  end
+end
+out[1] = ok
+return out`
+
+/** Removes exactly the entries the call added, named by its id; the TTL stays. */
+const SLIDING_LOG_REFUND_SCRIPT = `
+local cost = tonumber(ARGV[1])
+for i = 1, #KEYS do
+  for j = 1, cost do redis.call('ZREM', KEYS[i], ARGV[3] .. ':' .. j) end
+end
+return 1`
+
+interface Log {
+  windowMs: number
+  /** Admission times, ascending, one per unit. */
+  times: number[]
+  /** The call id and unit of each entry, so a refund removes exactly its own. */
+  members: string[]
+}
+
+function memory(): MemoryTwin {
+  const logs = new Map<string, Log>()
+  return {
+    read(call, i, values) {
+      const { max, windowMs: w } = call.limits[i]!
+      const key = stem(call, i)
+      let log = logs.get(key)
+      if (log === undefined) {
+        log = { windowMs: w, times: [], members: [] }
+        logs.set(key, log)
+      }
+      let drop = 0
+      while (drop < log.times.length && log.times[drop]! <= call.now - w) drop++
+      if (drop > 0) {
+        log.times.splice(0, drop)
+        log.members.splice(0, drop)
+      }
+      const c = log.times.length
+      values.push(c, log.times[Math.max(0, c + call.cost - max - 1)] ?? call.now)
+      return c + call.cost <= max
+    },
+    write(call, i) {
+      const log = logs.get(stem(call, i))!
+      for (let j = 1; j <= call.cost; j++) {
+        // Keep times ascending even if the clock steps back.
+        let at = log.times.length
+        while (at > 0 && log.times[at - 1]! > call.now) at--
+        log.times.splice(at, 0, call.now)
+        log.members.splice(at, 0, `${call.id}:${j}`)
+      }
+    },
+    refund(call, i) {
+      const log = logs.get(stem(call, i))
+      if (log === undefined) return
+      for (let j = 1; j <= call.cost; j++) {
+        const at = log.members.indexOf(`${call.id}:${j}`)
+        if (at !== -1) {
+          log.times.splice(at, 1)
+          log.members.splice(at, 1)
+        }
+      }
+    },
+    forget: (call, i) => void logs.delete(stem(call, i)),
+    prune(now) {
+      for (const [key, log] of logs) {
+        if (log.times.length === 0 || log.times[log.times.length - 1]! <= now - log.windowMs) logs.delete(key)
+      }
+    },
+    get size() {
+      return logs.size
+    },
+  }
+}
+
+function verdict(out: Verdict, limit: LimitSpec, a: number, b: number, cost: number, now: number, admitted: boolean): void {
+  const { max, windowMs: W } = limit
+  out.fits = a + cost <= max
+  out.count = a + cost
+  out.remaining = Math.max(0, max - (admitted ? a + cost : a))
+  out.resetAt = a === 0 && admitted ? now + W : b + W
+  out.retryAfterMs = out.fits ? 0 : cost > max ? W : Math.max(1, b + W - now)
+}
+
+export const slidingLog: Algorithm = {
+  name: 'sliding-log',
+  burst: false,
+  keys(call: StoreCall, i: number, out: string[]) {
+    out.push(`${stem(call, i)}:log`)
+  },
+  admitScript: SLIDING_LOG_SCRIPT,
+  refundScript: SLIDING_LOG_REFUND_SCRIPT,
+  memory,
+  verdict,
+  unavailable(limit, now, allow, values) {
+    values.push(allow ? 0 : limit.max, now)
+  },
+}

@@ -1,0 +1,98 @@
+import { stem, windowIndex } from '../keys'
+import type { LimitSpec, StoreCall } from '../types'
+import { type Algorithm, LUA_HEAD, type MemoryTwin, TTL_MARGIN_MS, type Verdict } from './algorithm'
+import { counterRefundScript, type Windows } from './windows'
+
+/*
+ * Sliding-window counter (Cloudflare's estimate): the previous window's count weighted by how much of
+ * it still overlaps the sliding window, plus the current count, must stay ≤ max. Compared in
+ * integers: prev × (W − e) + cur × W ≤ max × W, where e is the time into the current window.
+ * Keys per limit: `<stem>:<window index>` (current) and `<stem>:<window index − 1>` (previous).
+ * The store's numbers per limit: [previous window's count, current window's count before].
+ */
+
+/** The current window's key lives until the end of the next window, where it is the previous one. */
+const SLIDING_WINDOW_SCRIPT = `${LUA_HEAD}
+for i = 1, #KEYS / 2 do
+  local max = tonumber(ARGV[3 * i + 1])
+  local w = tonumber(ARGV[3 * i + 2])
+  local e = now - math.floor(now / w) * w
+  local cur = tonumber(redis.call('GET', KEYS[2 * i - 1]) or '0')
+  local prev = tonumber(redis.call('GET', KEYS[2 * i]) or '0')
+  out[2 * i] = prev
+  out[2 * i + 1] = cur
+  if prev * (w - e) + (cur + cost) * w > max * w then ok = 0 end
+end
+if ok == 1 then
+  for i = 1, #KEYS / 2 do
+    local w = tonumber(ARGV[3 * i + 2])
+    redis.call('INCRBY', KEYS[2 * i - 1], cost)
+    redis.call('PEXPIRE', KEYS[2 * i - 1], (math.floor(now / w) + 2) * w - now + ${TTL_MARGIN_MS})
+  end
+end
+out[1] = ok
+return out`
+
+function memory(windows: Windows): MemoryTwin {
+  return {
+    read(call, i, values) {
+      const { max, windowMs: w } = call.limits[i]!
+      const group = windows.current(w, call.now, true)
+      const key = stem(call, i)
+      const cur = group.counts.get(key) ?? 0
+      const prev = group.previous.get(key) ?? 0
+      const e = call.now - windowIndex(call.now, w) * w
+      values.push(prev, cur)
+      return prev * (w - e) + (cur + call.cost) * w <= max * w
+    },
+    write(call, i) {
+      windows.increment(stem(call, i), call.cost, call.limits[i]!.windowMs, call.now)
+    },
+    refund: (call, i) => windows.decrement(stem(call, i), call.cost, call.limits[i]!.windowMs, call.now),
+    forget: (call, i) => windows.delete(stem(call, i), call.limits[i]!.windowMs),
+    prune() {}, // the store prunes the shared windows
+    size: 0,
+  }
+}
+
+function verdict(out: Verdict, limit: LimitSpec, prev: number, b: number, cost: number, now: number, admitted: boolean): void {
+  const { max, windowMs: W } = limit
+  const start = windowIndex(now, W) * W
+  const e = now - start
+  const cur = admitted ? b + cost : b
+  out.fits = prev * (W - e) + (b + cost) * W <= max * W
+  out.count = Math.ceil((prev * (W - e)) / W) + (admitted ? cur : b + cost)
+  out.remaining = Math.max(0, Math.floor((max * W - prev * (W - e) - cur * W) / W))
+  out.resetAt = start + W
+  out.retryAfterMs = out.fits ? 0 : retry(prev, b, cost, max, W, e)
+}
+
+/** Smallest wait after which a request of `cost` fits, with no other traffic. */
+function retry(prev: number, cur: number, cost: number, max: number, W: number, e: number): number {
+  if (cost > max) return 2 * W - e
+  if (cur + cost <= max) {
+    // Only the previous window's weight is in the way: wait until enough of it has slid out.
+    return Math.max(1, Math.ceil(W - e - ((max - cur - cost) * W) / prev))
+  }
+  // Wait for the next window, where the current count becomes the weighted previous one.
+  const into = cur === 0 ? 0 : Math.max(0, Math.ceil(W - ((max - cost) * W) / cur))
+  return W - e + into
+}
+
+export const slidingWindow: Algorithm = {
+  name: 'sliding-window',
+  burst: false,
+  keys(call: StoreCall, i: number, out: string[]) {
+    const s = stem(call, i)
+    const w = windowIndex(call.now, call.limits[i]!.windowMs)
+    out.push(`${s}:${w}`, `${s}:${w - 1}`)
+  },
+  admitScript: SLIDING_WINDOW_SCRIPT,
+  refundScript: counterRefundScript(2),
+  memory,
+  verdict,
+  unavailable(limit, _now, allow, values) {
+    const n = allow ? 0 : limit.max
+    values.push(n, n)
+  },
+}

@@ -1,0 +1,98 @@
+import { windowIndex } from '../keys'
+
+/**
+ * Counts per window length, for the two window algorithms and the batched fixed window of the memory
+ * store. Each group holds only the current window (and, once a sliding window uses the length, the
+ * previous one): when time reaches the next window the whole map is replaced, so expired counts are
+ * freed in one step, without a timer or an expiry field per key. There is no LRU: a flood of new keys
+ * costs memory for one window but can never evict, and so never reset, another client's count.
+ */
+export class Windows {
+  private readonly groups = new Map<number, Group>()
+
+  /** The counts of the window of length `windowMs` containing `now`. */
+  current(windowMs: number, now: number, sliding = false): Group {
+    const index = windowIndex(now, windowMs)
+    let group = this.groups.get(windowMs)
+    if (group === undefined) {
+      group = { index, counts: new Map(), previous: EMPTY, sliding }
+      this.groups.set(windowMs, group)
+    } else if (index > group.index) {
+      // The window ended: drop all its counts at once (keeping them one window for sliding windows).
+      group.previous = group.sliding && index === group.index + 1 ? group.counts : EMPTY
+      group.index = index
+      group.counts = new Map()
+    }
+    // index < group.index happens only if the clock steps back; counting into the newest window
+    // keeps the count conservative instead of reopening an old one.
+    if (sliding) group.sliding = true
+    return group
+  }
+
+  /** Adds `cost` to `key` in the current window; the count after it. */
+  increment(key: string, cost: number, windowMs: number, now: number): number {
+    const counts = this.current(windowMs, now).counts
+    const count = (counts.get(key) ?? 0) + cost
+    counts.set(key, count)
+    return count
+  }
+
+  /** Takes `cost` back from `key`, only in the window containing `now`, never below zero. */
+  decrement(key: string, cost: number, windowMs: number, now: number): void {
+    const group = this.groups.get(windowMs)
+    if (group === undefined || group.index !== windowIndex(now, windowMs)) return
+    const c = group.counts.get(key)
+    if (c !== undefined && c > 0) group.counts.set(key, c - Math.min(c, cost))
+  }
+
+  delete(key: string, windowMs: number): void {
+    const group = this.groups.get(windowMs)
+    group?.counts.delete(key)
+    group?.previous.delete(key)
+  }
+
+  /** Drops every window that has ended by `now`. */
+  prune(now: number): void {
+    for (const [windowMs, group] of this.groups) {
+      const index = windowIndex(now, windowMs)
+      if (index > group.index + 1) this.groups.delete(windowMs)
+      else if (index === group.index + 1) {
+        group.previous = group.sliding ? group.counts : EMPTY
+        group.counts = new Map()
+        group.index = index
+      }
+    }
+  }
+
+  get size(): number {
+    let n = 0
+    for (const group of this.groups.values()) n += group.counts.size + group.previous.size
+    return n
+  }
+}
+
+export interface Group {
+  index: number
+  counts: Map<string, number>
+  /** Counts of window index − 1, kept only once a sliding-window limit uses this window length. */
+  previous: Map<string, number>
+  sliding: boolean
+}
+
+const EMPTY: Map<string, number> = new Map()
+
+/**
+ * Refund of the window algorithms in Lua: DECRBY the current window's key of each limit (the first of
+ * its `step` keys), never below zero. DECRBY keeps the TTL. A later window has other keys, so a refund
+ * arriving after the edge changes nothing.
+ */
+export function counterRefundScript(step: number): string {
+  return `
+local cost = tonumber(ARGV[1])
+for i = 1, #KEYS / ${step} do
+  local key = KEYS[(i - 1) * ${step} + 1]
+  local c = tonumber(redis.call('GET', key))
+  if c and c > 0 then redis.call('DECRBY', key, math.min(c, cost)) end
+end
+return 1`
+}

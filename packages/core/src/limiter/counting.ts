@@ -1,0 +1,241 @@
+import type { Algorithm } from '../algorithms'
+import { decide, peekAt } from '../algorithms/decision'
+import { fixedWindow } from '../algorithms/fixed-window'
+import { decisive } from '../headers'
+import { storeKey, windowIndex } from '../keys'
+import type { Config } from '../options/parse-options'
+import { makeLimit } from '../options/parse-options'
+import {
+  type Decision,
+  type DecisionSource,
+  isThenable,
+  type LimitSpec,
+  type MaybePromise,
+  type Store,
+  type StoreCall,
+  type StoreResult,
+} from '../types'
+import type { Resilience } from './resilience'
+
+/** Dynamic `max` values whose limits (and so policy strings) are kept built. */
+const MAX_CACHED_LIMITS = 256
+/** Store keys kept built, per limiter; the memo starts over when it reaches this size. */
+const MAX_CACHED_STORE_KEYS = 16384
+
+/**
+ * The one counting path: a client key, max and cost in, a decision out, the store's returned count
+ * (or counts) its only input. The single-limit fixed window takes the store's `increment` fast path
+ * when the store has one; everything else is one atomic `admit`. Both map through the algorithm's
+ * one verdict (algorithms/decision.ts), and a store failure goes through the same path again with the
+ * fallback store, or with the numbers the failure policy gives.
+ */
+export class Counting<Req> {
+  /** Single-limit fixed window on a store with `increment`: the batched INCRBY path with the over-limit cache. */
+  private readonly fast: boolean
+  private readonly refunds: boolean
+  private readonly limits = new Map<number, LimitSpec>()
+  /**
+   * Store keys by client key. A client's requests then share one key string, whose hash V8 keeps:
+   * building and hashing a fresh prefix+{key} per request was ~40% of the memory store's time.
+   */
+  private storeKeys = new Map<string, string>()
+  /**
+   * Clients already over the limit in window `overWindow`, with the count the store last returned.
+   * Keyed by client key, not store key: the prefix is this limiter's own, so the two are one to one,
+   * and a flood of refusals then never builds a store key string.
+   */
+  private readonly over = new Map<string, number>()
+  private overWindow = -1
+  /** The store call behind each admitted decision, for refunds. */
+  private readonly calls = new WeakMap<Decision, StoreCall>()
+  private sequence = 0
+  private readonly instance = Math.random().toString(36).slice(2, 10)
+
+  constructor(
+    private readonly config: Config<Req>,
+    private readonly algorithm: Algorithm,
+    private readonly resilience: Resilience,
+    private readonly emit: (event: string, value?: unknown) => void,
+  ) {
+    this.fast = algorithm === fixedWindow && config.limits === undefined && typeof config.store.increment === 'function'
+    this.refunds = config.skipFailedRequests || config.skipSuccessfulRequests
+  }
+
+  count(clientKey: string, max: number, cost: number): MaybePromise<Decision> {
+    const c = this.config
+    const now = c.clock()
+    if (!c.store.local) {
+      if (this.fast) {
+        const index = windowIndex(now, c.windowMs)
+        if (index !== this.overWindow) {
+          // A new window: every "over" verdict of the last one is void.
+          if (this.over.size > 0) this.over.clear()
+          this.overWindow = index
+        }
+        // Within one fixed window a count only grows, so a client seen over the limit stays over it
+        // until the window ends: answer without a round trip.
+        // (Off with refunds: a refund elsewhere can bring a count back under the limit.)
+        const known = this.refunds ? undefined : this.over.get(clientKey)
+        if (known !== undefined && known + cost > max) return this.fromCount(clientKey, undefined, known + cost, max, cost, now, 'cache')
+      }
+      if (this.resilience.isOpen(now)) return this.failed(undefined, clientKey, max, cost, now)
+    }
+    return this.countIn(c.store, 'store', clientKey, max, cost, now)
+  }
+
+  /** What `clientKey` has left, counting nothing and emitting nothing (see decision.ts, peekAt). */
+  peek(clientKey: string, max: number): MaybePromise<Decision> {
+    const call = this.call(clientKey, this.limitsFor(max), 0, this.config.clock())
+    const result = this.config.store.admit(call)
+    return isThenable(result) ? result.then((r) => this.peeked(call, r, clientKey)) : this.peeked(call, result, clientKey)
+  }
+
+  /** Forgets everything counted for `clientKey` (in the current window, for the window algorithms). */
+  forget(clientKey: string, max: number): MaybePromise<void> {
+    this.over.delete(clientKey)
+    return this.config.store.forget(this.call(clientKey, this.limitsFor(max), 0, this.config.clock()))
+  }
+
+  /** Undoes an admitted decision, in the store that counted it. */
+  async refund(decision: Decision): Promise<void> {
+    const call = this.calls.get(decision)
+    if (call === undefined || !decision.allowed || decision.shadowed) return
+    this.calls.delete(decision)
+    try {
+      await (decision.source === 'fallback' ? this.resilience.fallback.refund(call) : this.config.store.refund(call))
+    } catch (error) {
+      this.emit('storeError', error)
+    }
+  }
+
+  /** Counts in `store`: the fast path's increment, or one atomic admit for every limit. */
+  private countIn(store: Store, source: DecisionSource, clientKey: string, max: number, cost: number, now: number): MaybePromise<Decision> {
+    const failed = source === 'store' && !store.local ? (error: unknown) => this.failed(error, clientKey, max, cost, now) : undefined
+    try {
+      if (this.fast) {
+        const key = this.storeKey(clientKey)
+        const counted = store.increment!(key, cost, this.config.windowMs, now)
+        if (!isThenable(counted)) return this.fromCount(clientKey, key, counted, max, cost, now, source)
+        return counted.then((n) => this.fromCount(clientKey, key, n, max, cost, now, source), failed)
+      }
+      const call = this.call(clientKey, this.limitsFor(max), cost, now)
+      const result = store.admit(call)
+      if (!isThenable(result)) return this.fromResult(call, result, clientKey, source)
+      return result.then((r) => this.fromResult(call, r, clientKey, source), failed)
+    } catch (error) {
+      if (failed === undefined) throw error
+      return failed(error)
+    }
+  }
+
+  /** The fast path's decision from the count INCRBY returned (`key` unset for a cached verdict). */
+  private fromCount(
+    clientKey: string,
+    key: string | undefined,
+    count: number,
+    max: number,
+    cost: number,
+    now: number,
+    source: DecisionSource,
+  ): Decision {
+    if (source === 'store' && !this.config.store.local) {
+      if (this.resilience.degraded) this.resilience.recovered()
+      // Only cache a verdict for the window it was made in; a reply can arrive after the edge.
+      if (count > max && !this.refunds && windowIndex(now, this.config.windowMs) === this.overWindow) this.over.set(clientKey, count)
+    }
+    const limit = this.limitFor(max)
+    const decision = decide(fixedWindow, limit, count - cost, count, count <= max, cost, now, clientKey, source)
+    if (this.refunds && decision.allowed && key !== undefined) {
+      this.calls.set(decision, { algorithm: 'fixed-window', storeKey: key, limits: [limit], cost, now, id: this.nextId() })
+    }
+    return this.finish(decision)
+  }
+
+  /** The decision from an admit: one per limit, the decisive one carrying them all when there are several. */
+  private fromResult(call: StoreCall, result: StoreResult, clientKey: string, source: DecisionSource): Decision {
+    if (source === 'store' && this.resilience.degraded) this.resilience.recovered()
+    const { limits, cost, now } = call
+    const at = (i: number) =>
+      decide(this.algorithm, limits[i]!, result.values[2 * i]!, result.values[2 * i + 1]!, result.allowed, cost, now, clientKey, source)
+    let decision: Decision
+    if (limits.length === 1) decision = at(0)
+    else {
+      const all = limits.map((_, i) => at(i))
+      decision = { ...decisive(all), limits: all }
+    }
+    if (this.refunds && decision.allowed && (source === 'store' || source === 'fallback')) this.calls.set(decision, call)
+    return this.finish(decision)
+  }
+
+  private peeked(call: StoreCall, result: StoreResult, clientKey: string): Decision {
+    const { limits, now } = call
+    const at = (i: number) => peekAt(this.algorithm, limits[i]!, result.values[2 * i]!, result.values[2 * i + 1]!, now, clientKey)
+    if (limits.length === 1) return at(0)
+    const all = limits.map((_, i) => at(i))
+    return { ...decisive(all), limits: all }
+  }
+
+  /** The store failed (or the circuit is open: `error` undefined): decide by the failure policy. */
+  private failed(error: unknown, clientKey: string, max: number, cost: number, now: number): Decision {
+    const c = this.config
+    if (error !== undefined) this.resilience.failed(error, now)
+    if (c.onStoreError === 'fallback') {
+      const decision = this.countIn(this.resilience.fallback, 'fallback', clientKey, max, cost, now) as Decision
+      this.emit('fallback', decision)
+      return decision
+    }
+    const call = this.call(clientKey, this.limitsFor(max), cost, now)
+    return this.fromResult(
+      call,
+      this.resilience.unavailable(this.algorithm, call.limits, now, c.onStoreError === 'allow'),
+      clientKey,
+      c.onStoreError,
+    )
+  }
+
+  /** Reports a refusal; in shadow mode the verdict is reported (headers, events) but never enforced. */
+  private finish(decision: Decision): Decision {
+    if (!decision.allowed) {
+      this.emit('limited', decision)
+      if (this.config.shadow) {
+        decision.allowed = true
+        decision.shadowed = true
+        decision.retryAfterMs = 0
+      }
+    }
+    return decision
+  }
+
+  private call(clientKey: string, limits: readonly LimitSpec[], cost: number, now: number): StoreCall {
+    return { algorithm: this.algorithm.name, storeKey: this.storeKey(clientKey), limits, cost, now, id: this.nextId() }
+  }
+
+  private nextId(): string {
+    this.sequence = (this.sequence + 1) % 1e9
+    return `${this.instance}:${this.sequence}`
+  }
+
+  private storeKey(clientKey: string): string {
+    let key = this.storeKeys.get(clientKey)
+    if (key === undefined) {
+      if (this.storeKeys.size >= MAX_CACHED_STORE_KEYS) this.storeKeys = new Map()
+      key = storeKey(this.config.prefix, clientKey)
+      this.storeKeys.set(clientKey, key)
+    }
+    return key
+  }
+
+  private limitsFor(max: number): readonly LimitSpec[] {
+    return this.config.limits ?? [this.limitFor(max)]
+  }
+
+  private limitFor(max: number): LimitSpec {
+    let limit = this.limits.get(max)
+    if (limit === undefined) {
+      const { windowMs, name, burst } = this.config
+      limit = makeLimit(max, windowMs, burst, name)
+      if (this.limits.size < MAX_CACHED_LIMITS) this.limits.set(max, limit)
+    }
+    return limit
+  }
+}

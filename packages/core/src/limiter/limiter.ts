@@ -1,0 +1,129 @@
+import { EventEmitter } from 'node:events'
+import type { ServerResponse } from 'node:http'
+import { ALGORITHMS } from '../algorithms'
+import type { LimiterOptions } from '../options/limiter-options'
+import { type Config, parseOptions } from '../options/parse-options'
+import { MemoryStore } from '../stores/memory-store'
+import type { AdapterHooks, Decision, MaybePromise } from '../types'
+import { Counting } from './counting'
+import { RequestInputs } from './request-inputs'
+import { Resilience } from './resilience'
+import { type Rejection, ResponseParts } from './response'
+
+/** Prefixes in use per store in this process, to warn when two limiters would count into the same keys. */
+const prefixesInUse = new WeakMap<object, Set<string>>()
+
+/**
+ * One limit: options parsed once, then `check(req)` per request. Framework-free: adapters pass their
+ * request objects and read the client IP through `hooks`. The work is split by concern: request
+ * inputs (request-inputs.ts), the one counting path (counting.ts), the failure policy
+ * (resilience.ts) and what a decision looks like on the wire (response.ts).
+ *
+ * Events: `storeError` (error) for every failed store call, `fallback` (decision) for each decision the
+ * local fallback made while the store was unavailable, `recover` when the store answers again,
+ * `limited` (decision) for each refusal (also in shadow mode).
+ */
+export class Limiter<Req = unknown> extends EventEmitter {
+  readonly config: Config<Req>
+  private readonly inputs: RequestInputs<Req>
+  private readonly counting: Counting<Req>
+  private readonly response: ResponseParts<Req>
+
+  constructor(options?: LimiterOptions<Req>, hooks?: AdapterHooks<Req>, adapterKeys: readonly string[] = []) {
+    super()
+    this.config = parseOptions(options, adapterKeys, () => new MemoryStore())
+    const emit = (event: string, value?: unknown) => void this.emit(event, value)
+    const resilience = new Resilience(this.config as Config<unknown>, emit)
+    this.counting = new Counting(this.config, ALGORITHMS[this.config.algorithm], resilience, emit)
+    this.inputs = new RequestInputs(this.config, hooks ?? { ip: () => undefined }, (key, max, cost) => this.counting.count(key, max, cost))
+    this.response = new ResponseParts(
+      this.config,
+      (name, error) => this.inputs.requestError(name, error),
+      (decision) => this.refund(decision),
+    )
+    warnOnSharedPrefix(this.config)
+  }
+
+  /**
+   * Counts one request and decides. Returns `undefined` when `skip` says so. Synchronous with the
+   * memory store and plain options; a promise when a store or an option function is asynchronous.
+   * Throws (or rejects with) a TollgateError when an option function throws or returns a bad value:
+   * adapters hand that to the framework's error handling, so the request gets a definite answer.
+   */
+  check(req: Req): MaybePromise<Decision | undefined> {
+    return this.inputs.check(req)
+  }
+
+  /**
+   * Counts `cost` units against `key` outside HTTP (queues, GraphQL resolvers). `key` is used as the
+   * client key as it is (hashed when longer than MAX_KEY_LENGTH). `max` is needed only when the
+   * limiter's `max` is a function.
+   */
+  consume(key: string, cost = 1, max?: number): MaybePromise<Decision> {
+    const inputs = this.inputs
+    return this.counting.count(inputs.keyOf(key), inputs.staticMax(max), inputs.validCount('cost', cost))
+  }
+
+  /**
+   * What `key` has left, counting nothing and emitting nothing: whether one more unit would be
+   * admitted now (`allowed`), `remaining`, `count` (units used, at most the limit), and when it resets.
+   * The same for every algorithm, and for `max` and `limits`.
+   */
+  peek(key: string, max?: number): MaybePromise<Decision> {
+    return this.counting.peek(this.inputs.keyOf(key), this.inputs.staticMax(max))
+  }
+
+  /** Forgets everything counted for `key` (in the current window, for the window algorithms). */
+  reset(key: string): MaybePromise<void> {
+    return this.counting.forget(this.inputs.keyOf(key), this.inputs.staticMax(undefined, 0))
+  }
+
+  /** Undoes an admitted decision, within its own window only and never below zero. */
+  refund(decision: Decision): Promise<void> {
+    return this.counting.refund(decision)
+  }
+
+  /** True when adapters must report each response's outcome (the skip*Requests options). */
+  get wantsCompletion(): boolean {
+    return this.response.wantsCompletion
+  }
+
+  /** The header record for the decisions made on one request, in this limiter's header style. */
+  headers(decisions: readonly Decision[]): Record<string, string> {
+    return this.response.headers(decisions)
+  }
+
+  /** Status, content type and body of a refused request. */
+  rejection(req: Req, decision: Decision): MaybePromise<Rejection> {
+    return this.response.rejection(req, decision)
+  }
+
+  /** Arms the refund hook: once `raw` closes, its outcome decides whether the request counts. */
+  afterResponse(req: Req, res: unknown, raw: ServerResponse, decision: Decision): void {
+    this.response.afterResponse(req, res, raw, decision)
+  }
+
+  /**
+   * Reports a response's outcome for `skipFailedRequests`/`skipSuccessfulRequests`: refunds the request
+   * when its outcome says it should not count. Never throws.
+   */
+  complete(req: Req, res: unknown, decision: Decision, statusCode: number): void {
+    this.response.complete(req, res, decision, statusCode)
+  }
+}
+
+function warnOnSharedPrefix<Req>(config: Config<Req>): void {
+  const { store, prefix, logger } = config
+  let prefixes = prefixesInUse.get(store)
+  if (prefixes === undefined) {
+    prefixes = new Set()
+    prefixesInUse.set(store, prefixes)
+  }
+  if (prefixes.has(prefix)) {
+    // Two limits counting into one key add up each other's requests: each would refuse early.
+    logger.warn(
+      `Tollgate: two limiters share the prefix "${prefix}" on one store, so their counts add up; give each limiter its own prefix option`,
+    )
+  }
+  prefixes.add(prefix)
+}

@@ -1,0 +1,128 @@
+import { describeValue, TollgateError } from '../errors'
+import { clientKey, ipKey, UNKNOWN_CLIENT_KEY } from '../keys'
+import type { Config } from '../options/parse-options'
+import { type AdapterHooks, type Decision, isThenable, type MaybePromise } from '../types'
+
+/** Counts a request once its inputs are known: the client key (as stored), its max and its cost. */
+export type Count = (clientKey: string, max: number, cost: number) => MaybePromise<Decision>
+
+/**
+ * A request's inputs: the skip, key, max and cost options called and their results validated, the
+ * client IP keyed, and request-time misconfigurations logged once. Synchronous unless an option
+ * function returns a promise.
+ */
+export class RequestInputs<Req> {
+  private readonly warned = new Set<string>()
+  private diagnosing: boolean
+
+  constructor(
+    private readonly config: Config<Req>,
+    private readonly hooks: AdapterHooks<Req>,
+    private readonly count: Count,
+  ) {
+    this.diagnosing = hooks.diagnose !== undefined
+  }
+
+  /** The request's decision, or undefined when `skip` says so. */
+  check(req: Req): MaybePromise<Decision | undefined> {
+    if (this.diagnosing) this.diagnose(req)
+    const skip = this.config.skip
+    if (skip !== undefined) {
+      const skipped = this.call('skip', skip, req)
+      if (isThenable(skipped)) {
+        return skipped.then(
+          (s) => (s === true ? undefined : this.evaluate(req)),
+          (e) => Promise.reject(this.requestError('skip', e)),
+        )
+      }
+      if (skipped === true) return undefined
+    }
+    return this.evaluate(req)
+  }
+
+  /** A key passed to the programmatic API, as stored. */
+  keyOf(key: unknown): string {
+    return clientKey(this.validKey('key', key))
+  }
+
+  /** A `max` passed to the programmatic API, or the limiter's own when it is a number, else `fallback`. */
+  staticMax(max: number | undefined, fallback?: number): number {
+    const limit = max ?? (typeof this.config.max === 'number' ? this.config.max : fallback)
+    if (limit === undefined)
+      throw new TollgateError("this call needs a max when the limiter's max is a function", 'TG_INVALID_REQUEST_VALUE')
+    return this.validCount('max', limit)
+  }
+
+  validCount(name: string, value: unknown): number {
+    if (typeof value === 'number' && Number.isSafeInteger(value) && value >= 0) return value
+    throw this.requestError(name, undefined, `returned ${describeValue(value)}, expected a whole number ≥ 0`)
+  }
+
+  /** An option function failed at request time: logged once per option, then handed to the adapter. */
+  requestError(name: string, cause: unknown, problem?: string): TollgateError {
+    if (cause instanceof TollgateError) return cause
+    const what = problem ?? `threw ${cause instanceof Error ? cause.message : describeValue(cause)}`
+    const error = new TollgateError(`Option "${name}" ${what}`, 'TG_INVALID_REQUEST_VALUE', { cause })
+    if (!this.warned.has(`request:${name}`)) {
+      this.warned.add(`request:${name}`)
+      this.config.logger.error(`Tollgate: ${error.message}; such requests are answered by the framework's error handler`, cause)
+    }
+    return error
+  }
+
+  private evaluate(req: Req): MaybePromise<Decision> {
+    const c = this.config
+    const key = c.key === undefined ? this.ipKeyOf(req) : this.call('key', c.key, req)
+    const max = typeof c.max === 'number' ? c.max : this.call('max', c.max, req)
+    const cost = typeof c.cost === 'number' ? c.cost : this.call('cost', c.cost, req)
+    if (isThenable(key) || isThenable(max) || isThenable(cost)) {
+      return Promise.all([
+        Promise.resolve(key).catch((e) => Promise.reject(this.requestError('key', e))),
+        Promise.resolve(max).catch((e) => Promise.reject(this.requestError('max', e))),
+        Promise.resolve(cost).catch((e) => Promise.reject(this.requestError('cost', e))),
+      ]).then(([k, m, n]) => this.count(this.keyOf(k), this.validCount('max', m), this.validCount('cost', n)))
+    }
+    return this.count(
+      c.key === undefined ? key : this.keyOf(key),
+      max === c.max ? max : this.validCount('max', max),
+      cost === c.cost ? cost : this.validCount('cost', cost),
+    )
+  }
+
+  private ipKeyOf(req: Req): string {
+    const ip = this.hooks.ip(req)
+    const key = ipKey(ip, this.config.ipv6Subnet)
+    if (key !== undefined) return key
+    this.warnOnce(
+      'no-ip',
+      `Tollgate: could not resolve the client IP of a request (got ${describeValue(ip)}). Such requests share one bucket, "${UNKNOWN_CLIENT_KEY}". Behind a proxy, set the framework's trust-proxy setting; or pass a key() option.`,
+    )
+    return UNKNOWN_CLIENT_KEY
+  }
+
+  private call<T>(name: string, fn: (req: Req) => MaybePromise<T>, req: Req): MaybePromise<T> {
+    try {
+      return fn(req)
+    } catch (error) {
+      throw this.requestError(name, error)
+    }
+  }
+
+  private validKey(name: string, value: unknown): string {
+    if (typeof value === 'string' && value.length > 0) return value
+    throw this.requestError(name, undefined, `returned ${describeValue(value)}, expected a non-empty string`)
+  }
+
+  private warnOnce(id: string, message: string): void {
+    if (this.warned.has(id)) return
+    this.warned.add(id)
+    this.config.logger.warn(message)
+  }
+
+  private diagnose(req: Req): void {
+    const problem = this.hooks.diagnose?.(req)
+    if (problem === undefined) return
+    this.diagnosing = false
+    if (problem !== null) this.warnOnce('diagnose', `Tollgate: ${problem}`)
+  }
+}

@@ -1,0 +1,99 @@
+import type { ServerResponse } from 'node:http'
+import { STATUS_CODES } from 'node:http'
+import { describeDuration } from '../duration'
+import { rateLimitHeaders } from '../headers'
+import type { Config } from '../options/parse-options'
+import { type Decision, isThenable, type MaybePromise, type Policy } from '../types'
+
+/** The body of a refused request, ready to send. */
+export interface Rejection {
+  status: number
+  contentType: string
+  body: string
+}
+
+/** Policies whose default refusal is kept rendered. */
+const MAX_CACHED_REJECTIONS = 256
+
+/**
+ * What a decision looks like on the wire: the header record, the refusal (status, content type,
+ * body), and the completion hook that reports a response's outcome for refunds.
+ */
+export class ResponseParts<Req> {
+  private readonly rejections = new Map<Policy, Rejection>()
+
+  constructor(
+    private readonly config: Config<Req>,
+    private readonly onError: (name: string, error: unknown) => void,
+    private readonly refund: (decision: Decision) => Promise<void>,
+  ) {}
+
+  /** True when the response's outcome matters (the skip*Requests options). */
+  get wantsCompletion(): boolean {
+    return this.config.skipFailedRequests || this.config.skipSuccessfulRequests
+  }
+
+  headers(decisions: readonly Decision[]): Record<string, string> {
+    return rateLimitHeaders(decisions, this.config.headers, this.config.legacyHeaders)
+  }
+
+  rejection(req: Req, decision: Decision): MaybePromise<Rejection> {
+    const { message, statusCode } = this.config
+    if (typeof message === 'function') {
+      const body = message(req, decision)
+      return isThenable(body) ? body.then((b) => this.render(b)) : this.render(body)
+    }
+    let cached = this.rejections.get(decision.policy)
+    if (cached === undefined) {
+      cached = this.render(
+        message ?? {
+          type: 'about:blank',
+          title: STATUS_CODES[statusCode] ?? 'Too Many Requests',
+          status: statusCode,
+          detail: `Too many requests: the limit is ${decision.limit} per ${describeDuration(decision.policy.windowMs)}. Retry after the number of seconds in the Retry-After header.`,
+        },
+        message === undefined,
+      )
+      if (this.rejections.size < MAX_CACHED_REJECTIONS) this.rejections.set(decision.policy, cached)
+    }
+    return cached
+  }
+
+  /**
+   * Arms the refund hook on the Node response: once it closes, its outcome decides whether the request
+   * counts. A response cut off before it finished counts as failed. `res` is what `requestWasSuccessful`
+   * receives (the framework's response object).
+   */
+  afterResponse(req: Req, res: unknown, raw: ServerResponse, decision: Decision): void {
+    raw.once('close', () => this.complete(req, res, decision, raw.writableFinished ? raw.statusCode : 500))
+  }
+
+  /** Refunds the request when its outcome says it should not count. Never throws. */
+  complete(req: Req, res: unknown, decision: Decision, statusCode: number): void {
+    const c = this.config
+    if (!this.wantsCompletion || !decision.allowed) return
+    const settle = (succeeded: boolean) => {
+      if (succeeded ? c.skipSuccessfulRequests : c.skipFailedRequests) void this.refund(decision)
+    }
+    try {
+      const verdict = c.requestWasSuccessful === undefined ? statusCode < 400 : c.requestWasSuccessful(req, res)
+      if (isThenable(verdict))
+        verdict.then(
+          (v) => settle(v === true),
+          (e) => this.onError('requestWasSuccessful', e),
+        )
+      else settle(verdict === true)
+    } catch (error) {
+      this.onError('requestWasSuccessful', error)
+    }
+  }
+
+  private render(body: string | Record<string, unknown>, problem = false): Rejection {
+    if (typeof body === 'string') return { status: this.config.statusCode, contentType: 'text/plain; charset=utf-8', body }
+    return {
+      status: this.config.statusCode,
+      contentType: problem ? 'application/problem+json' : 'application/json; charset=utf-8',
+      body: JSON.stringify(body),
+    }
+  }
+}

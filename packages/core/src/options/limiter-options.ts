@@ -1,0 +1,124 @@
+import type { Duration } from '../duration'
+import type { AlgorithmName, Decision, HeaderStyle, Logger, MaybePromise, Store, StoreErrorPolicy } from '../types'
+
+/** One of several limits checked together (`limits` option). */
+export interface LimitOptions {
+  /** Units allowed per window. */
+  max: number
+  /** Window length: ms or a duration string such as "1s", "1 hour". */
+  window: Duration
+  /** GCRA only: how many units may arrive at once. @default max */
+  burst?: number
+  /** Policy name in the headers. @default "<max>-per-<window>" */
+  name?: string
+}
+
+/** The options every adapter accepts. `Req` is the framework's request (Express `req`, Fastify `request`, Koa `ctx`). */
+export interface LimiterOptions<Req = unknown> {
+  /**
+   * Requests (cost units) allowed per window per client, or a function of the request returning it.
+   * @default 10
+   */
+  max?: number | ((req: Req) => MaybePromise<number>)
+  /**
+   * Window length: ms, or a duration string such as `"1s"`, `"500ms"`, `"1 minute"`.
+   * @default "1s"
+   */
+  window?: Duration
+  /**
+   * Client key of a request. Defaults to the client IP as the framework resolved it (honouring its
+   * trust-proxy setting), with IPv6 grouped by `ipv6Subnet`.
+   */
+  key?: (req: Req) => MaybePromise<string>
+  /**
+   * Prefix of every store key. Give each limiter sharing a store its own prefix.
+   * @default "tg:"
+   */
+  prefix?: string
+  /**
+   * Where counts live. Pass `new RedisStore({ client })` to share limits between processes.
+   * @default new MemoryStore()
+   */
+  store?: Store
+  /**
+   * Units one request uses, or a function of the request returning it.
+   * @default 1
+   */
+  cost?: number | ((req: Req) => MaybePromise<number>)
+  /** Return true to let a request through without counting it or adding headers. */
+  skip?: (req: Req) => MaybePromise<boolean>
+  /**
+   * Which standard headers to send: the latest IETF draft (`"draft-8"`, structured `RateLimit` and
+   * `RateLimit-Policy`), the older `"draft-7"` or `"draft-6"` shapes, or none (`false`).
+   * @default "draft-8"
+   */
+  headers?: boolean | HeaderStyle
+  /**
+   * Also send `X-RateLimit-Limit`, `X-RateLimit-Remaining` and `X-RateLimit-Reset` (epoch seconds).
+   * @default false
+   */
+  legacyHeaders?: boolean
+  /**
+   * Status of a refused request.
+   * @default 429
+   */
+  statusCode?: number
+  /**
+   * Body of a refused request: a string (sent as text/plain), an object (sent as JSON), or a function
+   * of the request and decision returning either. Defaults to an RFC 9457 problem-details JSON body.
+   */
+  message?: string | Record<string, unknown> | ((req: Req, decision: Decision) => MaybePromise<string | Record<string, unknown>>)
+  /**
+   * IPv6 addresses are grouped by this prefix length, so one host cannot rotate through its own
+   * subnet to get fresh quotas; `false` keys on the full address.
+   * @default 56
+   */
+  ipv6Subnet?: number | false
+  /**
+   * What to do when the store fails or misses its deadline: keep limiting with a local in-memory
+   * limiter (`"fallback"`), let requests through (`"allow"`), or refuse them (`"deny"`).
+   * @default "fallback"
+   */
+  onStoreError?: StoreErrorPolicy
+  /**
+   * Name of the policy in the `RateLimit` headers.
+   * @default "<max>-per-<window>", e.g. "10-per-1s"
+   */
+  name?: string
+  /**
+   * Counting algorithm: `"fixed-window"` (MULTI/EXEC counters, the cheapest), `"sliding-window"`
+   * (previous and current window weighted by overlap), `"gcra"` (a token bucket with one timestamp per
+   * client and exact retry times) or `"sliding-log"` (exact rolling window, one entry per unit).
+   * @default "fixed-window"
+   */
+  algorithm?: AlgorithmName
+  /**
+   * Several limits checked at once, atomically, in one round trip, e.g.
+   * `[{ max: 10, window: '1s' }, { max: 1000, window: '1h' }]`. A request refused by one limit uses
+   * up none of the others. Replaces `max` and `window`.
+   */
+  limits?: LimitOptions[]
+  /** GCRA only: units that may arrive at once (the bucket size). @default max */
+  burst?: number
+  /** Refund requests whose response failed (status ≥ 400, or `requestWasSuccessful` false). @default false */
+  skipFailedRequests?: boolean
+  /** Refund requests whose response succeeded, e.g. to count only failed logins. @default false */
+  skipSuccessfulRequests?: boolean
+  /**
+   * Decides, after the response, whether a request succeeded, for the two options above.
+   * Receives the framework's request and response (Express `res`, Fastify `reply`, Koa: the same `ctx`).
+   * @default status < 400
+   */
+  // biome-ignore lint/suspicious/noExplicitAny: the response type is the adapter's (Express res, Fastify reply, Koa ctx)
+  requestWasSuccessful?: (req: Req, res: any) => MaybePromise<boolean>
+  /**
+   * Shadow mode: count, send headers and emit `limited` events, but never refuse a request. For
+   * rolling out a new limit safely.
+   * @default false
+   */
+  shadow?: boolean
+  /** Where request-time problems are logged, once each. @default console */
+  logger?: Logger
+  /** Clock in epoch ms, for tests. @default Date.now */
+  clock?: () => number
+}

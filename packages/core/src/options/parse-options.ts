@@ -1,0 +1,223 @@
+import { ALGORITHM_NAMES, ALGORITHMS } from '../algorithms'
+import { formatDuration, parseDuration } from '../duration'
+import { invalidOption, rejectUnknown } from '../errors'
+import { isPrefix } from '../keys'
+import type { AlgorithmName, HeaderStyle, LimitSpec, Logger, MaybePromise, Policy, Store, StoreErrorPolicy } from '../types'
+import { checkPolicyName, countOrFunction, isCount, isPlainObject, optionalFunction } from './checks'
+import type { LimiterOptions } from './limiter-options'
+
+/** Options after validation: every default filled in, frozen, never re-checked per request. */
+export interface Config<Req> {
+  readonly max: number | ((req: Req) => MaybePromise<number>)
+  readonly windowMs: number
+  readonly key: ((req: Req) => MaybePromise<string>) | undefined
+  readonly prefix: string
+  readonly store: Store
+  readonly cost: number | ((req: Req) => MaybePromise<number>)
+  readonly skip: ((req: Req) => MaybePromise<boolean>) | undefined
+  readonly headers: HeaderStyle | false
+  readonly legacyHeaders: boolean
+  readonly statusCode: number
+  readonly message: LimiterOptions<Req>['message']
+  readonly ipv6Subnet: number | false
+  readonly onStoreError: StoreErrorPolicy
+  readonly name: string | undefined
+  readonly logger: Logger
+  readonly clock: () => number
+  readonly algorithm: AlgorithmName
+  /** Set when the `limits` option was given; otherwise the single limit comes from max and window. */
+  readonly limits: readonly LimitSpec[] | undefined
+  readonly burst: number | undefined
+  readonly skipFailedRequests: boolean
+  readonly skipSuccessfulRequests: boolean
+  readonly requestWasSuccessful: LimiterOptions<Req>['requestWasSuccessful']
+  readonly shadow: boolean
+}
+
+/** Every option of LimiterOptions, checked complete by the compiler. */
+const OPTION_KEYS = {
+  max: true,
+  window: true,
+  key: true,
+  prefix: true,
+  store: true,
+  cost: true,
+  skip: true,
+  headers: true,
+  legacyHeaders: true,
+  statusCode: true,
+  message: true,
+  ipv6Subnet: true,
+  onStoreError: true,
+  name: true,
+  logger: true,
+  clock: true,
+  algorithm: true,
+  limits: true,
+  burst: true,
+  skipFailedRequests: true,
+  skipSuccessfulRequests: true,
+  requestWasSuccessful: true,
+  shadow: true,
+} satisfies Record<keyof LimiterOptions, true>
+const CORE_KEYS = Object.keys(OPTION_KEYS)
+
+/** What every store must offer, whatever the algorithm (`increment` is an optional fast path). */
+const STORE_METHODS = ['admit', 'refund', 'forget'] as const
+
+const HEADER_STYLES = ['draft-6', 'draft-7', 'draft-8']
+const POLICIES = ['fallback', 'allow', 'deny']
+
+/**
+ * Validates options once, at construction. `undefined` means "use the default"; an unknown key is an
+ * error (a typo such as `windowMs` must not silently become the default); the caller's object is
+ * never mutated. `adapterKeys` are options an adapter reads itself (e.g. Express's `handler`).
+ */
+export function parseOptions<Req>(
+  options: LimiterOptions<Req> | undefined,
+  adapterKeys: readonly string[],
+  defaultStore: () => Store,
+): Config<Req> {
+  const o = (options ?? {}) as Record<string, unknown>
+  if (!isPlainObject(o)) throw invalidOption('options', 'an object of options', options)
+  const known = [...CORE_KEYS, ...adapterKeys]
+  rejectUnknown('', o, known, (name) =>
+    known.find((k) => k.toLowerCase() === name.toLowerCase() || (name.toLowerCase().startsWith(k.toLowerCase()) && k.length > 2)),
+  )
+
+  const windowMs = o.window === undefined ? 1000 : parseDuration('window', o.window)
+
+  const prefix = o.prefix === undefined ? 'tg:' : o.prefix
+  if (!isPrefix(prefix)) {
+    throw invalidOption('prefix', 'a string of at most 128 characters without braces or spaces', prefix)
+  }
+
+  let headers: HeaderStyle | false
+  if (o.headers === undefined || o.headers === true) headers = 'draft-8'
+  else if (o.headers === false) headers = false
+  else if (typeof o.headers === 'string' && HEADER_STYLES.includes(o.headers)) headers = o.headers as HeaderStyle
+  else throw invalidOption('headers', 'true, false, "draft-8", "draft-7" or "draft-6"', o.headers)
+
+  if (o.legacyHeaders !== undefined && typeof o.legacyHeaders !== 'boolean')
+    throw invalidOption('legacyHeaders', 'true or false', o.legacyHeaders)
+
+  const statusCode = o.statusCode === undefined ? 429 : o.statusCode
+  if (typeof statusCode !== 'number' || !Number.isInteger(statusCode) || statusCode < 400 || statusCode > 599) {
+    throw invalidOption('statusCode', 'an HTTP error status from 400 to 599', statusCode)
+  }
+
+  const message = o.message
+  if (message !== undefined && typeof message !== 'string' && typeof message !== 'function' && !isPlainObject(message)) {
+    throw invalidOption('message', 'a string, a plain object, or a function returning one', message)
+  }
+
+  const ipv6Subnet = o.ipv6Subnet === undefined ? 56 : o.ipv6Subnet
+  if (ipv6Subnet !== false && (typeof ipv6Subnet !== 'number' || !Number.isInteger(ipv6Subnet) || ipv6Subnet < 1 || ipv6Subnet > 128)) {
+    throw invalidOption('ipv6Subnet', 'a prefix length from 1 to 128, or false', ipv6Subnet)
+  }
+
+  const onStoreError = o.onStoreError === undefined ? 'fallback' : o.onStoreError
+  if (typeof onStoreError !== 'string' || !POLICIES.includes(onStoreError)) {
+    throw invalidOption('onStoreError', '"fallback", "allow" or "deny"', onStoreError)
+  }
+
+  const name = checkPolicyName('name', o.name)
+
+  const logger = o.logger === undefined ? console : o.logger
+  const l = logger as Partial<Logger>
+  if (l === null || typeof l !== 'object' || typeof l.warn !== 'function' || typeof l.error !== 'function') {
+    throw invalidOption('logger', 'an object with warn() and error() methods, such as console', logger)
+  }
+
+  const algorithm = o.algorithm === undefined ? 'fixed-window' : o.algorithm
+  if (typeof algorithm !== 'string' || !ALGORITHM_NAMES.includes(algorithm as AlgorithmName)) {
+    throw invalidOption('algorithm', ALGORITHM_NAMES.map((a) => `"${a}"`).join(', '), algorithm)
+  }
+  const takesBurst = ALGORITHMS[algorithm as AlgorithmName].burst
+  const burst = o.burst
+  if (burst !== undefined) {
+    if (typeof burst !== 'number' || !Number.isSafeInteger(burst) || burst < 1) throw invalidOption('burst', 'a whole number ≥ 1', burst)
+    if (!takesBurst) throw invalidOption('burst', 'no burst unless algorithm is "gcra"', burst)
+  }
+
+  const store = o.store === undefined ? defaultStore() : o.store
+  if (store === null || typeof store !== 'object') {
+    throw invalidOption('store', 'a store such as new MemoryStore() or new RedisStore({ client })', store)
+  }
+  const missing: string[] = STORE_METHODS.filter((m) => typeof (store as Record<string, unknown>)[m] !== 'function')
+  if (typeof (store as Partial<Store>).local !== 'boolean') missing.push('local')
+  if (missing.length > 0) {
+    const what = missing.map((m) => (m === 'local' ? 'a boolean "local"' : `${m}()`)).join(', ')
+    throw invalidOption(
+      'store',
+      `a store with admit(), refund(), forget() and "local" (the algorithm "${algorithm}" needs them; this one lacks ${what})`,
+      store,
+    )
+  }
+  let limits: LimitSpec[] | undefined
+  if (o.limits !== undefined) {
+    if (!Array.isArray(o.limits) || o.limits.length === 0 || o.limits.length > 10) {
+      throw invalidOption('limits', 'an array of 1 to 10 limits like { max: 10, window: "1s" }', o.limits)
+    }
+    if (o.max !== undefined || o.window !== undefined) {
+      throw invalidOption('limits', 'limits without max or window (give every limit its own max and window)', o.limits)
+    }
+    limits = o.limits.map((limit: unknown, i: number) => {
+      const at = `limits[${i}]`
+      if (!isPlainObject(limit)) throw invalidOption(at, 'an object like { max: 10, window: "1s" }', limit)
+      for (const k of Object.keys(limit))
+        if (!['max', 'window', 'burst', 'name'].includes(k)) throw invalidOption(`${at}.${k}`, 'one of max, window, burst, name', limit[k])
+      if (!isCount(limit.max)) throw invalidOption(`${at}.max`, 'a whole number ≥ 0', limit.max)
+      if (limit.window === undefined) throw invalidOption(`${at}.window`, 'a duration such as "1s" or "1 hour"', limit.window)
+      const b = limit.burst
+      if (b !== undefined && (typeof b !== 'number' || !Number.isSafeInteger(b) || b < 1 || !takesBurst)) {
+        throw invalidOption(`${at}.burst`, 'a whole number ≥ 1, with algorithm "gcra"', b)
+      }
+      const limitName = checkPolicyName(`${at}.name`, limit.name)
+      return makeLimit(limit.max, parseDuration(`${at}.window`, limit.window), b as number | undefined, limitName)
+    })
+    if (new Set(limits.map((l) => l.windowMs)).size !== limits.length) {
+      throw invalidOption('limits', 'limits with distinct windows (two limits of one window: keep the tighter)', o.limits)
+    }
+  }
+  for (const flag of ['skipFailedRequests', 'skipSuccessfulRequests', 'shadow'] as const) {
+    if (o[flag] !== undefined && typeof o[flag] !== 'boolean') throw invalidOption(flag, 'true or false', o[flag])
+  }
+
+  return Object.freeze({
+    algorithm: algorithm as AlgorithmName,
+    limits,
+    burst: burst as number | undefined,
+    skipFailedRequests: (o.skipFailedRequests as boolean | undefined) ?? false,
+    skipSuccessfulRequests: (o.skipSuccessfulRequests as boolean | undefined) ?? false,
+    requestWasSuccessful: optionalFunction<LimiterOptions<Req>['requestWasSuccessful']>(
+      'requestWasSuccessful',
+      o.requestWasSuccessful,
+      'a function of the request and response returning true when it succeeded',
+    ),
+    shadow: (o.shadow as boolean | undefined) ?? false,
+    max: countOrFunction<Req>('max', o.max, 10),
+    windowMs,
+    key: optionalFunction<(req: Req) => MaybePromise<string>>('key', o.key, 'a function of the request returning a string'),
+    prefix,
+    store: store as Store,
+    cost: countOrFunction<Req>('cost', o.cost, 1),
+    skip: optionalFunction<(req: Req) => MaybePromise<boolean>>('skip', o.skip, 'a function of the request returning true to skip it'),
+    headers,
+    legacyHeaders: (o.legacyHeaders as boolean | undefined) ?? false,
+    statusCode,
+    message: message as LimiterOptions<Req>['message'],
+    ipv6Subnet: ipv6Subnet as number | false,
+    onStoreError: onStoreError as StoreErrorPolicy,
+    name,
+    logger: logger as Logger,
+    clock: optionalFunction<() => number>('clock', o.clock, 'a function returning the time in epoch ms') ?? Date.now,
+  })
+}
+
+/** A limit, normalised, with its policy (and so its header fragments) built once. */
+export function makeLimit(max: number, windowMs: number, burst: number | undefined, name: string | undefined): LimitSpec {
+  const label = formatDuration(windowMs)
+  const policy: Policy = Object.freeze({ name: name ?? `${max}-per-${label}`, limit: max, windowMs })
+  return Object.freeze({ max, windowMs, burst: burst ?? max, label, policy })
+}

@@ -1,0 +1,122 @@
+import { ALGORITHMS } from '../algorithms'
+import type { MemoryTwin } from '../algorithms/algorithm'
+import { Windows } from '../algorithms/windows'
+import { describeValue, invalidOption, rejectUnknown, TollgateError } from '../errors'
+import type { AlgorithmName, Store, StoreCall, StoreResult } from '../types'
+
+export interface MemoryStoreOptions {
+  /**
+   * How often stale windows are dropped when no request arrives to do it, in ms. One timer per
+   * store (unref'd, so it never keeps the process alive), never one per key. 0 turns the sweep off
+   * (windows are then still replaced when a request reaches the next one).
+   * @default 5000
+   */
+  sweepIntervalMs?: number
+  /** Clock used by the sweep, for tests. @default Date.now */
+  clock?: () => number
+}
+
+const OPTION_KEYS = ['sweepIntervalMs', 'clock']
+
+/** Node's timers take at most 2^31 − 1 ms; a longer delay silently becomes 1 ms, a sweep every tick. */
+const MAX_TIMER_MS = 2_147_483_647
+
+/**
+ * The default store: counts kept in this process, with the same semantics and the same decisions as
+ * the Redis store for the same inputs. Each algorithm keeps its state in its memory twin (its file
+ * under algorithms/); the window algorithms share one set of clock-aligned windows (windows.ts), so
+ * memory stays bounded without a timer per key and key churn can never evict another client's count.
+ */
+export class MemoryStore implements Store {
+  readonly local = true
+  private readonly windows = new Windows()
+  private readonly twins = new Map<AlgorithmName, MemoryTwin>()
+  private readonly clock: () => number
+  private timer: NodeJS.Timeout | undefined
+
+  constructor(options: MemoryStoreOptions = {}) {
+    // Checked here, not when the sweep timer first fires: a bad clock would otherwise surface as a
+    // TypeError from inside a timer, seconds later and far from the code that passed it.
+    if (options === null || typeof options !== 'object' || Array.isArray(options)) {
+      throw new TollgateError(
+        `Invalid MemoryStore options: expected an object like { sweepIntervalMs }, got ${describeValue(options)}`,
+        'TG_INVALID_OPTION',
+      )
+    }
+    rejectUnknown('MemoryStore', options, OPTION_KEYS)
+    const { clock, sweepIntervalMs } = options
+    if (clock !== undefined && typeof clock !== 'function') {
+      throw invalidOption('clock', 'a function returning the time in epoch ms', clock)
+    }
+    if (
+      sweepIntervalMs !== undefined &&
+      (typeof sweepIntervalMs !== 'number' ||
+        !Number.isSafeInteger(sweepIntervalMs) ||
+        sweepIntervalMs < 0 ||
+        sweepIntervalMs > MAX_TIMER_MS)
+    ) {
+      throw invalidOption('sweepIntervalMs', `a whole number of ms from 0 (no sweep) to ${MAX_TIMER_MS}`, sweepIntervalMs)
+    }
+    this.clock = clock ?? Date.now
+    const every = sweepIntervalMs ?? 5000
+    if (every > 0) {
+      this.timer = setInterval(() => this.prune(this.clock()), every)
+      this.timer.unref()
+    }
+  }
+
+  /** The fixed window's fast path: the same counters as `admit` with algorithm "fixed-window". */
+  increment(key: string, cost: number, windowMs: number, now: number): number {
+    return this.windows.increment(key, cost, windowMs, now)
+  }
+
+  /** Checks every limit, then counts all or none: the memory twin of each algorithm's Lua. */
+  admit(call: StoreCall): StoreResult {
+    const twin = this.twin(call.algorithm)
+    const values: number[] = []
+    let ok = true
+    for (let i = 0; i < call.limits.length; i++) if (!twin.read(call, i, values)) ok = false
+    if (ok) for (let i = 0; i < call.limits.length; i++) twin.write(call, i, values)
+    return { allowed: ok, values }
+  }
+
+  /** Undoes an admitted call (or increment), within its own window only, never below zero. */
+  refund(call: StoreCall): void {
+    const twin = this.twin(call.algorithm)
+    for (let i = 0; i < call.limits.length; i++) twin.refund(call, i)
+  }
+
+  /** Forgets everything a call's client has in this store for the call's limits. */
+  forget(call: StoreCall): void {
+    const twin = this.twin(call.algorithm)
+    for (let i = 0; i < call.limits.length; i++) twin.forget(call, i)
+  }
+
+  /** Drops every window that has ended by `now`, full GCRA buckets and empty logs. Runs on a timer; callable in tests. */
+  prune(now: number): void {
+    this.windows.prune(now)
+    for (const twin of this.twins.values()) twin.prune(now)
+  }
+
+  /** Number of client entries held (window counts, GCRA buckets, logs). */
+  get size(): number {
+    let n = this.windows.size
+    for (const twin of this.twins.values()) n += twin.size
+    return n
+  }
+
+  /** Stops the sweep timer. Only needed to end a process cleanly in tests; the timer is unref'd. */
+  shutdown(): void {
+    if (this.timer !== undefined) clearInterval(this.timer)
+    this.timer = undefined
+  }
+
+  private twin(name: AlgorithmName): MemoryTwin {
+    let twin = this.twins.get(name)
+    if (twin === undefined) {
+      twin = ALGORITHMS[name].memory(this.windows)
+      this.twins.set(name, twin)
+    }
+    return twin
+  }
+}

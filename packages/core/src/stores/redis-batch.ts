@@ -1,0 +1,136 @@
+import { addFixedWindow, FIXED_WINDOW_REPLIES, fixedWindowTtl, type RedisTransactionLike } from '../algorithms/fixed-window'
+import { TollgateError } from '../errors'
+import { windowIndex } from '../keys'
+import { expire, storeError, timeoutError } from './redis-deadline'
+
+/**
+ * Keys in one transaction at most. A full batch goes out at once instead of waiting for the end of
+ * the event-loop turn: Redis starts on it while this process builds the next (so the two overlap
+ * rather than take turns), and no single MULTI grows large enough to stall Redis for its other clients.
+ */
+export const MAX_BATCH_KEYS = 64
+
+/**
+ * Increments of one window key waiting for the next flush, merged. The first request's promise is
+ * the entry's own; a request merged later derives its count from the first one's, so the common
+ * case (one request per key per turn) allocates a single promise.
+ */
+class PendingKey {
+  total: number
+  resolve!: (count: number) => void
+  reject!: (error: unknown) => void
+  readonly first: Promise<number>
+  constructor(
+    readonly key: string,
+    readonly ttlMs: number,
+    readonly firstCost: number,
+  ) {
+    this.total = firstCost
+    this.first = new Promise<number>((resolve, reject) => {
+      this.resolve = resolve
+      this.reject = reject
+    })
+  }
+
+  /** The merged INCRBY returned `count`, the total after every merged request: the first request's count is the part up to its own cost. */
+  settle(count: number): void {
+    this.resolve(count - this.total + this.firstCost)
+  }
+}
+
+/**
+ * The fixed window's fast path in Redis: the transactions of one event-loop turn sent together in
+ * one round trip, increments of the same key merged into one INCRBY, each request still given its
+ * exact position in the count.
+ */
+export class FixedWindowBatcher {
+  private pending = new Map<string, PendingKey>()
+  private flushScheduled = false
+
+  constructor(
+    private readonly multi: () => RedisTransactionLike,
+    private readonly timeoutMs: number,
+    /** Send each request at once, in its own MULTI/EXEC. */
+    private readonly unbatched: boolean,
+    /** A Cluster transaction must stay within one slot: each key is its own transaction (still merged per key). */
+    private readonly perKey: boolean,
+  ) {}
+
+  increment(key: string, cost: number, windowMs: number, now: number): Promise<number> {
+    const windowKey = `${key}:${windowIndex(now, windowMs)}`
+    const entry = this.pending.get(windowKey)
+    if (entry !== undefined) {
+      // Merged into a queued INCRBY. This request's count is the first request's count, plus the
+      // costs queued after the first one and ahead of this one, plus its own.
+      const offset = entry.total - entry.firstCost + cost
+      entry.total += cost
+      return entry.first.then((firstCount) => firstCount + offset)
+    }
+    const fresh = new PendingKey(windowKey, fixedWindowTtl(windowMs, now), cost)
+    this.pending.set(windowKey, fresh)
+    if (this.unbatched || this.pending.size >= MAX_BATCH_KEYS) this.flush()
+    else if (!this.flushScheduled) {
+      this.flushScheduled = true
+      // setImmediate, not a microtask: it runs after every request parsed in this I/O turn.
+      setImmediate(this.scheduledFlush)
+    }
+    return fresh.first
+  }
+
+  private readonly scheduledFlush = (): void => {
+    this.flushScheduled = false
+    this.flush()
+  }
+
+  private flush(): void {
+    const batch = this.pending
+    if (batch.size === 0) return
+    this.pending = new Map()
+    if (this.perKey || batch.size === 1) {
+      for (const entry of batch.values()) this.send([entry])
+    } else {
+      this.send([...batch.values()])
+    }
+  }
+
+  private send(entries: PendingKey[]): void {
+    const fail = (error: unknown) => {
+      for (const entry of entries) entry.reject(error)
+    }
+    let reply: Promise<Array<[Error | null, unknown]> | null>
+    try {
+      const tx = this.multi()
+      for (const entry of entries) addFixedWindow(tx, entry.key, entry.total, entry.ttlMs)
+      reply = tx.exec()
+    } catch (error) {
+      fail(storeError(error))
+      return
+    }
+    let settled = false
+    const timer = expire(this.timeoutMs, () => {
+      if (settled) return
+      settled = true
+      fail(timeoutError(this.timeoutMs))
+    })
+    reply.then(
+      (results) => {
+        if (settled) return // too late: the requests were already answered by the failure policy
+        settled = true
+        clearTimeout(timer)
+        if (results === null) return fail(new TollgateError('Redis aborted the transaction (EXEC returned null)', 'TG_STORE_ERROR'))
+        for (let i = 0; i < entries.length; i++) {
+          const [error, value] = results[i * FIXED_WINDOW_REPLIES] ?? [new Error('missing reply'), null]
+          const count = Number(value)
+          if (error !== null || !Number.isFinite(count)) entries[i]!.reject(storeError(error ?? value))
+          else entries[i]!.settle(count)
+        }
+      },
+      (error) => {
+        if (settled) return
+        settled = true
+        clearTimeout(timer)
+        fail(storeError(error))
+      },
+    )
+  }
+}
