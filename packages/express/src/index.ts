@@ -3,20 +3,8 @@ import { adapterFunction, createGate, type Decision, isThenable, type ResponseIO
 import type { NextFunction, Request, Response } from 'express'
 import { record } from './request-decisions'
 
-export {
-  type AlgorithmName,
-  type Decision,
-  type Duration,
-  Limiter,
-  type LimiterOptions,
-  type LimitOptions,
-  type Logger,
-  MemoryStore,
-  RedisStore,
-  type Store,
-  type StoreErrorPolicy,
-  TollgateError,
-} from '@tollgate/core'
+// The public API of @tollgate/core, so an app imports from one package.
+export * from '@tollgate/core'
 
 declare global {
   namespace Express {

@@ -5,20 +5,8 @@ import fp from 'fastify-plugin'
 import { adapterHooks, asHook, limit, type RateLimitOptions } from './hooks'
 import { ADAPTER_KEYS, hookOption, routeLimitBuilder } from './route-limits'
 
-export {
-  type AlgorithmName,
-  type Decision,
-  type Duration,
-  Limiter,
-  type LimiterOptions,
-  type LimitOptions,
-  type Logger,
-  MemoryStore,
-  RedisStore,
-  type Store,
-  type StoreErrorPolicy,
-  TollgateError,
-} from '@tollgate/core'
+// The public API of @tollgate/core, so an app imports from one package.
+export * from '@tollgate/core'
 export type { RateLimitOptions } from './hooks'
 
 declare module 'fastify' {

@@ -2,20 +2,8 @@ import { Limiter, type LimiterOptions } from '@tollgate/core'
 import { type AdapterHooks, adapterFunction, createGate, type Decision, isThenable, type ResponseIO } from '@tollgate/core/adapter'
 import type { Context, Next } from 'koa'
 
-export {
-  type AlgorithmName,
-  type Decision,
-  type Duration,
-  Limiter,
-  type LimiterOptions,
-  type LimitOptions,
-  type Logger,
-  MemoryStore,
-  RedisStore,
-  type Store,
-  type StoreErrorPolicy,
-  TollgateError,
-} from '@tollgate/core'
+// The public API of @tollgate/core, so an app imports from one package.
+export * from '@tollgate/core'
 
 declare module 'koa' {
   interface DefaultState {

@@ -1,5 +1,6 @@
 import type { Decision, DecisionSource, LimitSpec } from '../types'
-import type { Algorithm, Verdict } from './algorithm'
+import type { Algorithm } from './algorithm'
+import type { Verdict } from './protocol'
 
 /*
  * The store's numbers to a Decision, written once for every algorithm and store (as envoy's

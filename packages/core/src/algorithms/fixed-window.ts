@@ -1,7 +1,8 @@
 import { stem, windowIndex } from '../keys'
 import type { LimitSpec, StoreCall } from '../types'
-import { type Algorithm, LUA_HEAD, type MemoryTwin, TTL_MARGIN_MS, type Verdict } from './algorithm'
-import { counterRefundScript, type Windows } from './windows'
+import type { Algorithm } from './algorithm'
+import { LUA_HEAD, type MemoryTwin, TTL_MARGIN_MS, type Verdict } from './protocol'
+import { counterRefundScript, counterUnavailable, counterWrites, type Windows, windowTwin } from './windows'
 
 /*
  * Fixed window: one counter per client and window, `<stem>:<window index>`, the window aligned to the
@@ -54,18 +55,10 @@ for i = 1, #KEYS do
   out[2 * i + 1] = c
   if c + cost > tonumber(ARGV[3 * i + 1]) then ok = 0 end
 end
-if ok == 1 then
-  for i = 1, #KEYS do
-    local w = tonumber(ARGV[3 * i + 2])
-    out[2 * i + 1] = redis.call('INCRBY', KEYS[i], cost)
-    redis.call('PEXPIRE', KEYS[i], (math.floor(now / w) + 1) * w - now + ${TTL_MARGIN_MS})
-  end
-end
-out[1] = ok
-return out`
+${counterWrites(1, 1, true)}`
 
 function memory(windows: Windows): MemoryTwin {
-  return {
+  return windowTwin(windows, {
     read(call, i, values) {
       const { max, windowMs } = call.limits[i]!
       const cur = windows.current(windowMs, call.now).counts.get(stem(call, i)) ?? 0
@@ -75,11 +68,7 @@ function memory(windows: Windows): MemoryTwin {
     write(call, i, values) {
       values[2 * i + 1] = windows.increment(stem(call, i), call.cost, call.limits[i]!.windowMs, call.now)
     },
-    refund: (call, i) => windows.decrement(stem(call, i), call.cost, call.limits[i]!.windowMs, call.now),
-    forget: (call, i) => windows.delete(stem(call, i), call.limits[i]!.windowMs),
-    prune() {}, // the store prunes the shared windows
-    size: 0,
-  }
+  })
 }
 
 /** The one fixed-window decision, for the fast path (a = count − cost, b = count) and the script path. */
@@ -103,8 +92,5 @@ export const fixedWindow: Algorithm = {
   refundScript: counterRefundScript(1),
   memory,
   verdict,
-  unavailable(limit, _now, allow, values) {
-    const n = allow ? 0 : limit.max
-    values.push(n, n)
-  },
+  unavailable: counterUnavailable,
 }

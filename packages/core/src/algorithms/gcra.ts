@@ -1,6 +1,7 @@
 import { stem } from '../keys'
 import type { LimitSpec, StoreCall } from '../types'
-import { type Algorithm, LUA_HEAD, type MemoryTwin, TTL_MARGIN_MS, type Verdict } from './algorithm'
+import type { Algorithm } from './algorithm'
+import { LUA_HEAD, LUA_REPLY, type MemoryTwin, oneKeyPerLimit, TTL_MARGIN_MS, type Verdict } from './protocol'
 
 /*
  * Generic cell rate algorithm (as redis-cell's CL.THROTTLE): one emission interval T = W / max per
@@ -81,9 +82,7 @@ if ok == 1 then
     if rem > 0 then ttl = ttl + 1 end
     redis.call('SET', KEYS[i], string.format('%d:%d', ms, rem), 'PX', ttl)
   end
-end
-out[1] = ok
-return out`
+end${LUA_REPLY}`
 
 /** Back by cost × T, exactly, in the "<ms>:<rem>" form; the key goes when the bucket is full again. KEEPTTL keeps its TTL. */
 const GCRA_REFUND_SCRIPT = `
@@ -155,11 +154,13 @@ function memory(): MemoryTwin {
  * recovers the stores' exact value whenever T is whole (the TATs are then whole ms) and otherwise while
  * max < 4096: a TAT near today's epoch ms holds its fraction to 2^-13 ms.
  */
-function verdict(out: Verdict, limit: LimitSpec, a: number, b: number, _cost: number, now: number, admitted: boolean): void {
+function verdict(out: Verdict, limit: LimitSpec, a: number, _b: number, cost: number, now: number, admitted: boolean): void {
   const { max, windowMs: W, burst } = limit
   if (max > 0) {
     const before = Math.max(0, Math.round((a - now) * max))
-    const after = Math.max(0, Math.round((b - now) * max))
+    // The TAT after admitting `cost`, in the same units: what the store's second number holds for a
+    // call of this cost, and what `peek` (a read of cost 0) asks about for one more unit.
+    const after = before + cost * W
     const full = burst * W
     const tat = admitted ? after : before
     out.fits = after <= full
@@ -178,9 +179,7 @@ function verdict(out: Verdict, limit: LimitSpec, a: number, b: number, _cost: nu
 export const gcra: Algorithm = {
   name: 'gcra',
   burst: true,
-  keys(call: StoreCall, i: number, out: string[]) {
-    out.push(`${stem(call, i)}:gcra`)
-  },
+  keys: oneKeyPerLimit('gcra'),
   admitScript: GCRA_SCRIPT,
   refundScript: GCRA_REFUND_SCRIPT,
   memory,

@@ -22,5 +22,6 @@ export function keysOf(algorithm: Algorithm, call: StoreCall): string[] {
   return keys
 }
 
-export type { Algorithm, MemoryTwin, Verdict } from './algorithm'
-export { argsOf, TTL_MARGIN_MS } from './algorithm'
+export type { Algorithm } from './algorithm'
+export type { MemoryTwin, Verdict } from './protocol'
+export { argsOf, TTL_MARGIN_MS } from './protocol'

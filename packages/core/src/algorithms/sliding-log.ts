@@ -1,6 +1,7 @@
 import { stem } from '../keys'
-import type { LimitSpec, StoreCall } from '../types'
-import { type Algorithm, LUA_HEAD, type MemoryTwin, TTL_MARGIN_MS, type Verdict } from './algorithm'
+import type { LimitSpec } from '../types'
+import type { Algorithm } from './algorithm'
+import { LUA_HEAD, LUA_REPLY, type MemoryTwin, oneKeyPerLimit, TTL_MARGIN_MS, type Verdict } from './protocol'
 
 /*
  * Sliding log: exact rolling window, one entry per admitted unit, scored by time. One key per limit,
@@ -31,9 +32,7 @@ if ok == 1 then
     end
     redis.call('PEXPIRE', KEYS[i], tonumber(ARGV[3 * i + 2]) + ${TTL_MARGIN_MS})
   end
-end
-out[1] = ok
-return out`
+end${LUA_REPLY}`
 
 /** Removes exactly the entries the call added, named by its id; the TTL stays. */
 const SLIDING_LOG_REFUND_SCRIPT = `
@@ -117,9 +116,7 @@ function verdict(out: Verdict, limit: LimitSpec, a: number, b: number, cost: num
 export const slidingLog: Algorithm = {
   name: 'sliding-log',
   burst: false,
-  keys(call: StoreCall, i: number, out: string[]) {
-    out.push(`${stem(call, i)}:log`)
-  },
+  keys: oneKeyPerLimit('log'),
   admitScript: SLIDING_LOG_SCRIPT,
   refundScript: SLIDING_LOG_REFUND_SCRIPT,
   memory,

@@ -1,7 +1,8 @@
 import { stem, windowIndex } from '../keys'
 import type { LimitSpec, StoreCall } from '../types'
-import { type Algorithm, LUA_HEAD, type MemoryTwin, TTL_MARGIN_MS, type Verdict } from './algorithm'
-import { counterRefundScript, type Windows } from './windows'
+import type { Algorithm } from './algorithm'
+import { LUA_HEAD, type MemoryTwin, type Verdict } from './protocol'
+import { counterRefundScript, counterUnavailable, counterWrites, type Windows, windowTwin } from './windows'
 
 /*
  * Sliding-window counter (Cloudflare's estimate): the previous window's count weighted by how much of
@@ -23,18 +24,10 @@ for i = 1, #KEYS / 2 do
   out[2 * i + 1] = cur
   if prev * (w - e) + (cur + cost) * w > max * w then ok = 0 end
 end
-if ok == 1 then
-  for i = 1, #KEYS / 2 do
-    local w = tonumber(ARGV[3 * i + 2])
-    redis.call('INCRBY', KEYS[2 * i - 1], cost)
-    redis.call('PEXPIRE', KEYS[2 * i - 1], (math.floor(now / w) + 2) * w - now + ${TTL_MARGIN_MS})
-  end
-end
-out[1] = ok
-return out`
+${counterWrites(2, 2, false)}`
 
 function memory(windows: Windows): MemoryTwin {
-  return {
+  return windowTwin(windows, {
     read(call, i, values) {
       const { max, windowMs: w } = call.limits[i]!
       const group = windows.current(w, call.now, true)
@@ -48,11 +41,7 @@ function memory(windows: Windows): MemoryTwin {
     write(call, i) {
       windows.increment(stem(call, i), call.cost, call.limits[i]!.windowMs, call.now)
     },
-    refund: (call, i) => windows.decrement(stem(call, i), call.cost, call.limits[i]!.windowMs, call.now),
-    forget: (call, i) => windows.delete(stem(call, i), call.limits[i]!.windowMs),
-    prune() {}, // the store prunes the shared windows
-    size: 0,
-  }
+  })
 }
 
 function verdict(out: Verdict, limit: LimitSpec, prev: number, b: number, cost: number, now: number, admitted: boolean): void {
@@ -91,8 +80,5 @@ export const slidingWindow: Algorithm = {
   refundScript: counterRefundScript(2),
   memory,
   verdict,
-  unavailable(limit, _now, allow, values) {
-    const n = allow ? 0 : limit.max
-    values.push(n, n)
-  },
+  unavailable: counterUnavailable,
 }

@@ -1,4 +1,6 @@
-import { windowIndex } from '../keys'
+import { stem, windowIndex } from '../keys'
+import type { LimitSpec } from '../types'
+import { LUA_REPLY, type MemoryTwin, TTL_MARGIN_MS } from './protocol'
 
 /**
  * Counts per window length, for the two window algorithms and the batched fixed window of the memory
@@ -95,4 +97,44 @@ for i = 1, #KEYS / ${step} do
   if c and c > 0 then redis.call('DECRBY', key, math.min(c, cost)) end
 end
 return 1`
+}
+
+/**
+ * The memory twin of a window algorithm: its own read and write over the shared windows; refund and
+ * forget are the same for both (the current window's counter of each limit).
+ */
+export function windowTwin(windows: Windows, own: Pick<MemoryTwin, 'read' | 'write'>): MemoryTwin {
+  return {
+    read: own.read,
+    write: own.write,
+    refund: (call, i) => windows.decrement(stem(call, i), call.cost, call.limits[i]!.windowMs, call.now),
+    forget: (call, i) => windows.delete(stem(call, i), call.limits[i]!.windowMs),
+    prune() {}, // the store prunes the shared windows
+    size: 0, // counted by the store, with the shared windows
+  }
+}
+
+/**
+ * The write half of a window algorithm's admit script, run once every limit fits: INCRBY the current
+ * window's key of each limit (the first of its `step` keys) and PEXPIRE it `windowsAhead` window ends
+ * from now plus the margin, in the same script, so the key never exists without a TTL. With `report`,
+ * the count after the INCRBY replaces the limit's second number.
+ */
+export function counterWrites(step: number, windowsAhead: number, report: boolean): string {
+  return `
+if ok == 1 then
+  for i = 1, #KEYS / ${step} do
+    local key = KEYS[(i - 1) * ${step} + 1]
+    local w = tonumber(ARGV[3 * i + 2])
+    local count = redis.call('INCRBY', key, cost)
+    ${report ? 'out[2 * i + 1] = count' : ''}
+    redis.call('PEXPIRE', key, (math.floor(now / w) + ${windowsAhead}) * w - now + ${TTL_MARGIN_MS})
+  end
+end${LUA_REPLY}`
+}
+
+/** A window algorithm's numbers when the store is unavailable: an empty (allow) or a full (deny) counter. */
+export function counterUnavailable(limit: LimitSpec, _now: number, allow: boolean, values: number[]): void {
+  const n = allow ? 0 : limit.max
+  values.push(n, n)
 }

@@ -1,5 +1,5 @@
 import { ALGORITHMS } from '../algorithms'
-import type { MemoryTwin } from '../algorithms/algorithm'
+import type { MemoryTwin } from '../algorithms/protocol'
 import { Windows } from '../algorithms/windows'
 import { describeValue, invalidOption, rejectUnknown, TollgateError } from '../errors'
 import type { AlgorithmName, Store, StoreCall, StoreResult } from '../types'
