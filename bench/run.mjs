@@ -12,7 +12,8 @@ import os from 'node:os'
 import { dirname, join, relative, resolve } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { parseArgs } from 'node:util'
-import { CASES, FRAMEWORKS, MODES } from './lib/cases.mjs'
+import { describeTree, inside } from './lib/baseline.mjs'
+import { baseOf, CASES, caseInfo, FRAMEWORKS, MODES, withTwins } from './lib/cases.mjs'
 import {
   canPin,
   checkTools,
@@ -55,6 +56,10 @@ const HELP = `Usage: npm run bench -- [options]      (or: node bench/run.mjs [op
   --out NAME              results base name in bench/ (default RESULTS-latest, or RESULTS-quick
                           with --quick); writes NAME.md and NAME.json             BENCH_OUT
   --max-minutes M         hard time limit for the whole run (default 20; quick 8)  BENCH_MAX_MINUTES
+  --baseline DIR          before/after: also run every Tollgate case with Tollgate built in DIR
+                          (another checkout, npm ci + npm run build done there), as
+                          <case>@base, in the same cycles; keeps floor; adds a
+                          "Before -> after" table of Tollgate/floor per cell         BENCH_BASELINE
   --list                  print the cases and exit
   -h, --help
 
@@ -78,6 +83,7 @@ function config() {
       cases: { type: 'string' },
       out: { type: 'string' },
       'max-minutes': { type: 'string' },
+      baseline: { type: 'string' },
       list: { type: 'boolean' },
       help: { type: 'boolean', short: 'h' },
     },
@@ -133,14 +139,25 @@ function config() {
     out: pick(values.out, 'BENCH_OUT', quick ? 'RESULTS-quick' : 'RESULTS-latest'),
     maxMinutes: Number(pick(values['max-minutes'], 'BENCH_MAX_MINUTES', quick ? 8 : 20)),
   }
+  const baseline = pick(values.baseline, 'BENCH_BASELINE', '')
+  if (baseline) {
+    const dir = resolve(baseline)
+    if (!existsSync(join(dir, 'package.json'))) {
+      process.stderr.write(`--baseline ${baseline}: no package.json in ${dir} (want a Tollgate checkout, built)\n`)
+      process.exit(2)
+    }
+    cfg.baseline = dir
+  }
   return cfg
 }
 
-function casesOf(fw, filter) {
+/** The cases of a framework, filtered; with a baseline, floor is always kept and each Tollgate case has its twin. */
+function casesOf(fw, filter, baseline) {
   const all = FRAMEWORKS[fw]
-  if (!filter.length) return all
-  const picked = all.filter((c) => c === 'bare' || filter.some((f) => c === f || c.startsWith(f)))
-  return picked
+  if (!filter.length) return baseline ? withTwins(all) : all
+  const keep = baseline ? ['bare', 'floor'] : ['bare']
+  const picked = all.filter((c) => keep.includes(c) || filter.some((f) => c === f || c.startsWith(f)))
+  return baseline ? withTwins(picked) : picked
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -186,6 +203,53 @@ function tollgateStatus(fw) {
               .split('\n')
               .find((l) => /Error/.test(l)) ?? String(err.message).split('\n')[0]
           why = `${name} failed to import: ${line.trim()}`
+        }
+        resolve({ ok: false, why })
+      },
+    )
+  })
+}
+
+/**
+ * Whether @tollgate/<fw> imports from the baseline tree `dir`, and that the adapter found there uses
+ * that tree's @tollgate/core (not this one's). Checked in a child process, like tollgateStatus().
+ */
+function baselineStatus(fw, dir) {
+  const name = `@tollgate/${fw}`
+  const lib = new URL('./lib/baseline.mjs', import.meta.url).href
+  return new Promise((resolve) => {
+    execFile(
+      process.execPath,
+      [
+        '--input-type=module',
+        '-e',
+        `const { importFrom, inside } = await import(${JSON.stringify(lib)});
+         const { realpathSync } = await import('node:fs');
+         const r = await importFrom(${JSON.stringify(name)}, ${JSON.stringify(dir)});
+         const missing = ['rateLimit', 'RedisStore'].filter((k) => typeof r.mod[k] !== 'function');
+         if (missing.length) { console.error('MISSING ' + missing.join(' and ')); process.exit(3) }
+         if (!r.coreDir || !inside(r.coreDir, realpathSync(${JSON.stringify(dir)}))) {
+           console.error('FOREIGN_CORE ' + r.coreDir); process.exit(4)
+         }
+         console.log('BASELINE ' + JSON.stringify({ dir: r.dir, coreDir: r.coreDir, version: r.version }))`,
+      ],
+      { cwd: BENCH_DIR, timeout: 30_000 },
+      (err, stdout, stderr) => {
+        const found = String(stdout).match(/^BASELINE (.*)$/m)
+        if (!err && found) return resolve({ ok: true, ...JSON.parse(found[1]) })
+        let why
+        const missing = String(stderr).match(/^MISSING (.*)$/m)
+        const foreign = String(stderr).match(/^FOREIGN_CORE (.*)$/m)
+        if (missing) why = `baseline ${name} does not export ${missing[1]}`
+        else if (foreign) why = `baseline ${name} resolves @tollgate/core to ${foreign[1]}, outside ${dir}`
+        else if (!existsSync(join(dir, 'packages', fw, 'dist'))) why = `baseline ${name} is not built (no ${dir}/packages/${fw}/dist)`
+        else if (!existsSync(join(dir, 'node_modules', '@tollgate', fw))) why = `baseline ${name} is not linked: run \`npm ci\` in ${dir}`
+        else {
+          const line =
+            String(stderr)
+              .split('\n')
+              .find((l) => /Error/.test(l)) ?? String(err?.message ?? 'no result').split('\n')[0]
+          why = `baseline ${name} failed to import: ${line.trim()}`
         }
         resolve({ ok: false, why })
       },
@@ -298,10 +362,11 @@ async function startServer(fw, caseName, mode, ctx) {
   const port = await freePort()
   const prefix = `bench:${ctx.runId}:${fw}:${mode}:${caseName}:`
   const srv = { name: caseName, port, prefix, status: 'starting', stderr: '', stdout: '' }
+  const info = caseInfo(caseName)
   const args = [
     join(BENCH_DIR, 'servers', `${fw}.mjs`),
     '--case',
-    caseName,
+    baseOf(caseName), // a baseline twin runs the same case, with Tollgate from the baseline tree
     '--port',
     String(port),
     '--max',
@@ -311,7 +376,8 @@ async function startServer(fw, caseName, mode, ctx) {
     '--prefix',
     prefix,
   ]
-  if (CASES[caseName].redis) args.push('--redis', ctx.redis.url)
+  if (info.redis) args.push('--redis', ctx.redis.url)
+  if (info.baseline) args.push('--tollgate-from', ctx.cfg.baseline)
   const [cmd, argv] = pinned(SERVER_CORE, process.execPath, args)
   const child = spawnTracked(`${fw}/${caseName}`, cmd, argv, {
     cwd: BENCH_DIR,
@@ -418,7 +484,7 @@ async function probeAll(servers, mode, group, when) {
 async function runGroup(fw, mode, ctx) {
   const { cfg } = ctx
   const m = MODES[mode]
-  const caseNames = casesOf(fw, cfg.casesFilter)
+  const caseNames = casesOf(fw, cfg.casesFilter, cfg.baseline)
   const group = { framework: fw, mode, modeLabel: m.label, max: m.max, windowMs: m.windowMs, cases: {} }
   log(`\n== ${fw} / ${m.label}: ${caseNames.join(', ')}`)
   await ctx.redisClient.flushall()
@@ -426,14 +492,23 @@ async function runGroup(fw, mode, ctx) {
   // Start every server of the group at once (Tollgate cases are skipped up front if it is not built).
   const servers = await Promise.all(
     caseNames.map(async (c) => {
-      if (CASES[c].tollgate && !ctx.tollgate[fw].ok) {
-        return { name: c, status: 'skipped', reason: ctx.tollgate[fw].why }
+      const t = caseInfo(c).baseline ? ctx.tollgateBase[fw] : ctx.tollgate[fw]
+      if (caseInfo(c).tollgate && !t.ok) {
+        return { name: c, status: 'skipped', reason: t.why }
       }
       return startServer(fw, c, mode, ctx)
     }),
   )
   for (const s of servers) {
-    group.cases[s.name] = { id: s.name, label: CASES[s.name].label, status: s.status, reason: s.reason, slices: [], checks: [], notes: [] }
+    group.cases[s.name] = {
+      id: s.name,
+      label: caseInfo(s.name).label,
+      status: s.status,
+      reason: s.reason,
+      slices: [],
+      checks: [],
+      notes: [],
+    }
     if (s.status !== 'running') log(`   ${s.name}: ${s.status}: ${s.reason}`)
   }
   const running = () => servers.filter((s) => s.status === 'running')
@@ -473,7 +548,7 @@ async function runGroup(fw, mode, ctx) {
         const slice = await measure(s, mode, ctx, cycle, pos++)
         rec.slices.push(slice)
         line.push(`${s.name} ${(slice.rps / 1000).toFixed(1)}k`)
-        if (mode === 'many' && CASES[s.name].redis && rec.keysSeen === undefined) {
+        if (mode === 'many' && caseInfo(s.name).redis && rec.keysSeen === undefined) {
           rec.keysSeen = await countKeys(ctx.redisClient, s.prefix)
         }
       } catch (err) {
@@ -532,7 +607,7 @@ function summarize(group, ctx) {
     const plusUs = []
     for (const s of rec.slices) {
       const b = bareByCycle.get(s.cycle)
-      if (!b || !b.rps) continue
+      if (!b?.rps) continue
       ratios.push(s.rps / b.rps)
       plusUs.push(s.serverUsPerReq - b.serverUsPerReq)
     }
@@ -568,17 +643,62 @@ function summarize(group, ctx) {
       rec.checks.push(`${non2xx} non-2xx responses (${(sum.non2xxShare * 100).toFixed(3)}%) where the limit is never reached`)
     }
     if (socketErrors > 0) rec.checks.push(`${socketErrors} socket errors (connect/read/write/timeout) reported by wrk`)
-    if (limiter && CASES[rec.id].redis && rec.keysSeen !== undefined) {
+    if (limiter && caseInfo(rec.id).redis && rec.keysSeen !== undefined) {
       const want = Math.min(1000, Math.floor(ctx.cfg.clients / 2))
       if (rec.keysSeen < want)
         rec.checks.push(
           `many clients: only ${rec.keysSeen} keys under the case's prefix after a slice (want >= ${want}); the limiter is not keying by the forwarded IP`,
         )
     }
-    if (!CASES[rec.id].redis && rec.slices.some((s) => s.redisCommandsPerReq > 0.01))
+    if (!caseInfo(rec.id).redis && rec.slices.some((s) => s.redisCommandsPerReq > 0.01))
       rec.checks.push('a case without Redis sent Redis commands during a slice')
     rec.ok = rec.status !== 'skipped' && rec.checks.length === 0
   }
+}
+
+/**
+ * Before/after per framework, mode and Tollgate case: the per-cycle ratio of Tollgate's req/s to the
+ * floor case's req/s in the same cycle, for the baseline twin (before) and the current build (after).
+ * spread = the wider of the two min…max ranges; a drop of the median larger than that is `slower`.
+ */
+function compareWithBaseline(groups) {
+  const rows = []
+  for (const g of groups) {
+    const floorByCycle = new Map((g.cases.floor?.slices ?? []).map((s) => [s.cycle, s]))
+    for (const id of Object.keys(g.cases)) {
+      const info = caseInfo(id)
+      if (!info.tollgate || info.baseline || !g.cases[`${id}@base`]) continue
+      const after = g.cases[id]
+      const before = g.cases[`${id}@base`]
+      const toFloor = (rec) =>
+        new Map(rec.slices.filter((s) => floorByCycle.get(s.cycle)?.rps).map((s) => [s.cycle, s.rps / floorByCycle.get(s.cycle).rps]))
+      const b = toFloor(before)
+      const a = toFloor(after)
+      const usByCycle = new Map(before.slices.map((s) => [s.cycle, s.serverUsPerReq]))
+      const usDelta = after.slices.filter((s) => usByCycle.has(s.cycle)).map((s) => s.serverUsPerReq - usByCycle.get(s.cycle))
+      const row = {
+        framework: g.framework,
+        mode: g.mode,
+        case: id,
+        store: info.redis ? 'redis' : 'memory',
+        before: spread([...b.values()]),
+        after: spread([...a.values()]),
+        serverUsPerReqDelta: spread(usDelta),
+        checks: [before, after, g.cases.floor].filter((r) => r && r.status !== 'skipped' && !r.ok).map((r) => r.id),
+      }
+      const problems = [!g.cases.floor && 'no floor case', !b.size && 'no before', !a.size && 'no after'].filter(Boolean)
+      if (problems.length) {
+        row.verdict = `n/a: ${problems.join(', ')}`
+      } else {
+        row.delta = row.after.median - row.before.median
+        row.deltaShare = row.delta / row.before.median
+        row.spread = Math.max(row.before.max - row.before.min, row.after.max - row.after.min)
+        row.verdict = -row.delta > row.spread ? 'slower' : row.delta > row.spread ? 'faster' : 'within spread'
+      }
+      rows.push(row)
+    }
+  }
+  return rows
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -592,7 +712,7 @@ async function main() {
 
   const groups = []
   for (const fw of cfg.frameworks) for (const mode of cfg.modes) groups.push([fw, mode])
-  const slices = groups.reduce((a, [fw]) => a + casesOf(fw, cfg.casesFilter).length, 0) * cfg.cycles
+  const slices = groups.reduce((a, [fw]) => a + casesOf(fw, cfg.casesFilter, cfg.baseline).length, 0) * cfg.cycles
   const servers = slices / cfg.cycles
   const estimate = slices * (cfg.slice + 0.25) + (cfg.warmupParallel ? groups.length : servers) * (cfg.warmup + 0.2) + groups.length * 3
   log(
@@ -603,13 +723,27 @@ async function main() {
   const tollgate = {}
   await Promise.all(cfg.frameworks.map(async (fw) => (tollgate[fw] = await tollgateStatus(fw))))
   for (const fw of cfg.frameworks) if (!tollgate[fw].ok) log(`note: Tollgate cases for ${fw} are skipped: ${tollgate[fw].why}`)
+  const tollgateBase = {}
+  let trees = null
+  if (cfg.baseline) {
+    trees = { before: describeTree(cfg.baseline), after: describeTree(ROOT) }
+    log(`before/after: @base cases run Tollgate from ${trees.before.text}; the others from ${trees.after.text}`)
+    if (trees.before.dir === trees.after.dir) log('note: the baseline is this tree: an A/A run (both sides run the same build)')
+    await Promise.all(cfg.frameworks.map(async (fw) => (tollgateBase[fw] = await baselineStatus(fw, cfg.baseline))))
+    for (const fw of cfg.frameworks) {
+      const b = tollgateBase[fw]
+      if (!b.ok) log(`note: baseline Tollgate cases for ${fw} are skipped: ${b.why}`)
+      else if (inside(b.dir, trees.after.dir) && trees.before.dir !== trees.after.dir)
+        log(`warning: baseline @tollgate/${fw} resolved inside this tree (${b.dir})`)
+    }
+  }
 
   const redis = await startRedis(LOAD_CORE)
   log(`redis-server pid ${redis.pid} on ${redis.url}`)
   const { Redis } = await import('ioredis')
   const redisClient = new Redis(redis.url)
   redisClient.on('error', () => {})
-  const ctx = { cfg, redis, redisClient, tollgate, runId: Date.now().toString(36), stopping: new Set() }
+  const ctx = { cfg, redis, redisClient, tollgate, tollgateBase, runId: Date.now().toString(36), stopping: new Set() }
 
   const results = []
   try {
@@ -628,7 +762,7 @@ async function main() {
     redisServer: await new Promise((r) =>
       execFile('redis-server', ['--version'], (e, out) => r(e ? null : (out.match(/v=(\S+)/)?.[1] ?? null))),
     ),
-    wrk: await new Promise((r) => execFile('wrk', ['-v'], (e, out, err) => r(`${out}${err}`.match(/wrk (\S+)/)?.[1] ?? null))),
+    wrk: await new Promise((r) => execFile('wrk', ['-v'], (_e, out, err) => r(`${out}${err}`.match(/wrk (\S+)/)?.[1] ?? null))),
     versions: Object.fromEntries(
       [
         'express',
@@ -648,7 +782,20 @@ async function main() {
     ),
     seconds: Math.round((Date.now() - t0) / 1000),
   }
+  if (trees) {
+    meta.baseline = {
+      ...trees.before,
+      tollgate: Object.fromEntries(
+        Object.entries(tollgateBase).map(([fw, b]) => [
+          fw,
+          b.ok ? { version: b.version, dir: b.dir, core: b.coreDir } : `skipped: ${b.why}`,
+        ]),
+      ),
+    }
+    meta.current = trees.after
+  }
   const report = { meta, config: cfg, groups: results }
+  if (cfg.baseline) report.beforeAfter = compareWithBaseline(results)
   const md = renderMarkdown(report)
   const mdPath = resolve(BENCH_DIR, `${cfg.out}.md`)
   const jsonPath = resolve(BENCH_DIR, `${cfg.out}.json`)

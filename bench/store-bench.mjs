@@ -15,10 +15,15 @@
 //               nothing else: no merging, no deadline, one resolve per decision. No client built on
 //               ioredis can send this transaction for less; Tollgate's distance to it is its own cost.
 //   floor-chained  the same, built through ioredis's chained API (multi().incrby().pexpire()...)
+// With --baseline DIR (a built checkout of Tollgate), tollgate and tollgate-nobatch each get a twin,
+// tollgate@base and tollgate-nobatch@base: the same RedisStore from DIR's @tollgate/core, measured in
+// the same interleaved cycles, and a before/after table of their ratios to plain is printed.
 // This process is pinned to core 0 and redis-server to core 1 when taskset is available.
 import { execFileSync } from 'node:child_process'
-import { writeFileSync } from 'node:fs'
+import { existsSync, writeFileSync } from 'node:fs'
+import { join, resolve } from 'node:path'
 import { parseArgs } from 'node:util'
+import { BASE_SUFFIX, describeTree, importFrom } from './lib/baseline.mjs'
 import { canPin, checkTools, cpuMicros, deadline, installSignalHandlers, shutdown, startRedis } from './lib/procs.mjs'
 
 const { values } = parseArgs({
@@ -31,6 +36,7 @@ const { values } = parseArgs({
     'window-ms': { type: 'string' },
     variants: { type: 'string' },
     json: { type: 'string' },
+    baseline: { type: 'string' },
     help: { type: 'boolean', short: 'h' },
   },
 })
@@ -44,6 +50,8 @@ if (values.help) {
   --window-ms MS     fixed window length (default 1000)
   --variants LIST    plain,tollgate,tollgate-nobatch,floor,floor-chained (default all)
   --json PATH        also write the raw numbers as JSON
+  --baseline DIR     before/after: also run tollgate and tollgate-nobatch with the RedisStore
+                     of DIR's @tollgate/core (a built checkout), as <variant>@base   BENCH_BASELINE
 `)
   process.exit(0)
 }
@@ -57,6 +65,14 @@ const cfg = {
   windowMs: Number(values['window-ms'] ?? 1000),
   variants: (values.variants ?? 'plain,tollgate,tollgate-nobatch,floor,floor-chained').split(',').map((s) => s.trim()),
 }
+const baselineDir = values.baseline ?? env.BENCH_BASELINE ?? ''
+if (baselineDir) {
+  cfg.baseline = resolve(baselineDir)
+  if (!existsSync(join(cfg.baseline, 'package.json'))) {
+    process.stderr.write(`--baseline ${baselineDir}: no package.json in ${cfg.baseline} (want a Tollgate checkout, built)\n`)
+    process.exit(2)
+  }
+}
 for (const k of ['cycles', 'seconds', 'callers', 'keys', 'windowMs']) {
   if (!(cfg[k] > 0)) {
     process.stderr.write(`${k} must be a positive number\n`)
@@ -67,7 +83,7 @@ const log = (s = '') => process.stderr.write(`${s}\n`)
 
 installSignalHandlers()
 checkTools(['redis-server'])
-deadline(Math.max(5, (cfg.cycles * cfg.variants.length * (cfg.seconds + 1) * 2) / 60 + 2), 'the store benchmark')
+deadline(Math.max(5, (cfg.cycles * cfg.variants.length * (cfg.baseline ? 2 : 1) * (cfg.seconds + 1) * 2) / 60 + 2), 'the store benchmark')
 
 if (canPin) {
   try {
@@ -88,9 +104,26 @@ try {
   coreWhy = `@tollgate/core is not usable (${err.code ?? err.message}): run \`npm run build\` (and \`npm install\` if node_modules/@tollgate/core is missing)`
 }
 let variants = cfg.variants.filter((v) => ['plain', 'tollgate', 'tollgate-nobatch', 'floor', 'floor-chained'].includes(v))
+let baseCore = null
+let baseWhy = null
+let trees = null
+if (cfg.baseline) {
+  trees = { before: describeTree(cfg.baseline), after: describeTree(new URL('..', import.meta.url).pathname) }
+  try {
+    const b = await importFrom('@tollgate/core', cfg.baseline)
+    if (typeof b.mod.RedisStore !== 'function') throw Object.assign(new Error('no RedisStore export'), { code: 'NO_EXPORT' })
+    baseCore = b.mod
+    trees.before.core = b.dir
+    log(`before/after: the @base variants use @tollgate/core from ${b.dir} (${trees.before.text}); the others from ${trees.after.text}`)
+  } catch (err) {
+    baseWhy = `@tollgate/core from ${cfg.baseline} is not usable (${err.code ?? err.message}): run \`npm ci && npm run build\` there`
+    log(`note: skipping the baseline variants: ${baseWhy}`)
+  }
+  if (baseCore) variants = variants.flatMap((v) => (v.startsWith('tollgate') ? [v, `${v}${BASE_SUFFIX}`] : [v]))
+}
 if (!core) {
   log(`note: skipping the Tollgate variants: ${coreWhy}`)
-  variants = variants.filter((v) => !v.startsWith('tollgate'))
+  variants = variants.filter((v) => !v.startsWith('tollgate') || v.endsWith(BASE_SUFFIX))
 }
 
 const redis = await startRedis(1)
@@ -113,7 +146,11 @@ for (const v of variants) {
   } else if (v.startsWith('floor')) {
     makers[v] = floorMaker(client, `bench:${v}:`, ttl, v === 'floor-chained')
   } else {
-    const store = new core.RedisStore({ client, ...(v === 'tollgate-nobatch' ? { batch: false } : {}) })
+    const base = v.endsWith(BASE_SUFFIX)
+    const store = new (base ? baseCore : core).RedisStore({
+      client,
+      ...(v.startsWith('tollgate-nobatch') ? { batch: false } : {}),
+    })
     makers[v] = (i) => store.increment(`bench:${v}:{k${i}}`, 1, cfg.windowMs, Date.now())
   }
 }
@@ -278,11 +315,42 @@ for (const v of variants) {
   )
 }
 if (!core) out.push(`\nTollgate variants skipped: ${coreWhy}`)
+if (baseWhy) out.push(`\nBaseline variants skipped: ${baseWhy}`)
+
+// Before/after: each Tollgate variant's ratio to plain (per cycle), from the baseline and from this tree.
+const beforeAfter = []
+for (const v of variants) {
+  if (!v.endsWith(BASE_SUFFIX) || !summary[v.slice(0, -BASE_SUFFIX.length)]) continue
+  const name = v.slice(0, -BASE_SUFFIX.length)
+  const before = summary[v].ratio
+  const after = summary[name].ratio
+  if (!before || !after) continue
+  const delta = after.median - before.median
+  const spread = Math.max(before.max - before.min, after.max - after.min)
+  const verdict = -delta > spread ? 'slower' : delta > spread ? 'faster' : 'within spread'
+  beforeAfter.push({ variant: name, before, after, delta, deltaShare: delta / before.median, spread, verdict })
+}
+if (beforeAfter.length) {
+  const r3 = (x) => `${f(x.median, 3)} (${f(x.min, 3)}…${f(x.max, 3)})`
+  const sg = (n, d) => `${n >= 0 ? '+' : '−'}${Math.abs(n).toFixed(d)}`
+  out.push('')
+  out.push(`Before → after (× plain, per cycle): before = ${trees.before.text}; after = ${trees.after.text}.`)
+  out.push('spread: the wider of the two min…max ranges; a drop of the median larger than that is **slower**.')
+  out.push('')
+  out.push('| variant | before × plain | after × plain | Δ | spread | verdict |')
+  out.push('|---|--:|--:|--:|--:|---|')
+  for (const r of beforeAfter) {
+    out.push(
+      `| ${r.variant} | ${r3(r.before)} | ${r3(r.after)} | ${sg(r.delta, 3)} (${sg(r.deltaShare * 100, 1)}%) | ${f(r.spread, 3)} | ${r.verdict === 'slower' ? '**slower**' : r.verdict} |`,
+    )
+  }
+}
 process.stdout.write(`\n${out.join('\n')}\n`)
 if (values.json) {
+  const extra = trees ? { trees, beforeAfter } : {}
   writeFileSync(
     values.json,
-    `${JSON.stringify({ date: new Date().toISOString(), node: process.version, config: cfg, results, summary }, null, 1)}\n`,
+    `${JSON.stringify({ date: new Date().toISOString(), node: process.version, config: cfg, results, summary, ...extra }, null, 1)}\n`,
   )
   log(`wrote ${values.json}`)
 }

@@ -45,3 +45,20 @@ export const MODES = {
     script: 'one',
   },
 }
+
+// With --baseline DIR, every Tollgate case gets a twin `<case>@base`: the same server code, with
+// @tollgate/<framework> imported from DIR (see lib/baseline.mjs).
+const BASE_SUFFIX = '@base'
+
+/** The case a twin runs (`tollgate-redis@base` -> `tollgate-redis`); other ids are returned as they are. */
+export const baseOf = (id) => (id.endsWith(BASE_SUFFIX) ? id.slice(0, -BASE_SUFFIX.length) : id)
+
+/** CASES[id], also for a baseline twin (then with `baseline: true` and `of`, the case it twins). */
+export function caseInfo(id) {
+  if (!id.endsWith(BASE_SUFFIX)) return CASES[id]
+  const of = baseOf(id)
+  return { ...CASES[of], label: `${CASES[of].label}, baseline`, baseline: true, of }
+}
+
+/** The case ids with each Tollgate case followed by its baseline twin. */
+export const withTwins = (ids) => ids.flatMap((id) => (CASES[id]?.tollgate ? [id, `${id}${BASE_SUFFIX}`] : [id]))

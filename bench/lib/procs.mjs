@@ -149,8 +149,7 @@ export function waitForLine(child, re, ms, name) {
     let buf = ''
     const onData = (d) => {
       buf += d
-      let i
-      while ((i = buf.indexOf('\n')) >= 0) {
+      for (let i = buf.indexOf('\n'); i >= 0; i = buf.indexOf('\n')) {
         const line = buf.slice(0, i)
         buf = buf.slice(i + 1)
         const m = line.match(re)

@@ -1,5 +1,5 @@
 // The Markdown report of an HTTP benchmark run.
-import { CASES, FRAMEWORKS, MODES } from './cases.mjs'
+import { caseInfo, FRAMEWORKS, MODES, withTwins } from './cases.mjs'
 
 const int = (n) => (n == null ? '–' : Math.round(n).toLocaleString('en-US'))
 const f = (n, d = 2) => (n == null || Number.isNaN(n) ? '–' : n.toFixed(d))
@@ -26,7 +26,7 @@ function summaryCell(rec) {
   return rec.ok ? cell : `**FAIL** ${cell}`
 }
 
-function detailRow(rec, mode) {
+function detailRow(rec) {
   const label = rec.id === 'bare' ? `**${rec.label}**` : rec.label
   if (rec.status === 'skipped' || !rec.summary?.cycles) {
     return `| ${label} | – | – | – | – | – | – | – | – | – | – | ${checkCell(rec)} |`
@@ -38,7 +38,7 @@ function detailRow(rec, mode) {
       ? `(${f(s.serverUsPerReq.median, 1)} µs/req)`
       : `${signed(s.plusUsPerReq.median)}${range(s.plusUsPerReq, (x) => signed(x))}`
   const non2xx = s.non2xx === 0 ? '0' : `${int(s.non2xx)} (${f(s.non2xxShare * 100, s.non2xxShare > 0.99 ? 2 : 3)}%)`
-  const redisCase = CASES[rec.id].redis
+  const redisCase = caseInfo(rec.id).redis
   const rc = redisCase ? f(s.redisCommandsPerReq.median) : '–'
   const rr = redisCase ? f(s.redisReadsPerReq.median, 3) : '–'
   const ru = redisCase ? f(s.redisUsPerReq.median, 1) : '–'
@@ -46,8 +46,47 @@ function detailRow(rec, mode) {
   return `| ${label} | ${int(s.rps.median)} | ${ratio} | ${plus} | ${busy} | ${f(s.p50Ms.median)} | ${f(s.p99Ms.median)} | ${non2xx} | ${rc} | ${rr} | ${ru} | ${checkCell(rec)} |`
 }
 
-export function renderMarkdown({ meta, config: cfg, groups }) {
+/** The "Before → after" section of a run with --baseline (see compareWithBaseline in run.mjs). */
+function beforeAfter(rows, meta) {
   const out = []
+  const ratio = (s) => (s?.n ? `${f(s.median, 3)}${range(s, (x) => f(x, 3))}` : '–')
+  out.push('## Before → after')
+  out.push('')
+  out.push(`Before (the \`@base\` rows): Tollgate from ${meta.baseline.text}. After: Tollgate from ${meta.current.text}.`)
+  out.push('')
+  out.push(
+    'Tollgate/floor: in each cycle, Tollgate’s req/s ÷ the floor case’s req/s (same framework, mode and cycle); median (min…max) ' +
+      'over cycles. Δ: after − before, of the medians. spread: the wider of the two min…max ranges. Δ µs/req: server CPU µs per ' +
+      'request, after − before in the same cycle (median, min…max). A cell whose Tollgate/floor drops by more than the spread is **slower**.',
+  )
+  const slower = rows.filter((r) => r.verdict === 'slower')
+  const missing = rows.filter((r) => r.delta == null)
+  const na = missing.length ? `; ${missing.length} of ${rows.length} cell(s) could not be compared (n/a)` : ''
+  out.push('')
+  out.push(
+    slower.length
+      ? `> **Slower than before in ${slower.length} cell(s):** ${slower.map((r) => `${r.framework} / ${r.mode} / ${r.store}`).join(', ')}${na}`
+      : `No cell dropped by more than its spread (${rows.length - missing.length} cell(s) compared${na}).`,
+  )
+  out.push('')
+  out.push('| framework | mode | store | before: Tollgate/floor | after: Tollgate/floor | Δ | spread | Δ µs/req | verdict |')
+  out.push('|---|---|---|--:|--:|--:|--:|--:|---|')
+  for (const r of rows) {
+    const delta = r.delta == null ? '–' : `${signed(r.delta, 3)} (${signed(r.deltaShare * 100, 1)}%)`
+    const us = r.serverUsPerReqDelta?.n ? `${signed(r.serverUsPerReqDelta.median)}${range(r.serverUsPerReqDelta, (x) => signed(x))}` : '–'
+    const verdict = r.verdict === 'slower' ? '**slower**' : r.verdict
+    const checks = r.checks.length ? `; checks failed: ${r.checks.join(', ')}` : ''
+    out.push(
+      `| ${r.framework} | ${MODES[r.mode].label} | ${r.store} | ${ratio(r.before)} | ${ratio(r.after)} | ${delta} | ${r.spread == null ? '–' : f(r.spread, 3)} | ${us} | ${verdict}${checks} |`,
+    )
+  }
+  out.push('')
+  return out
+}
+
+export function renderMarkdown({ meta, config: cfg, groups, beforeAfter: comparison }) {
+  const out = []
+  const idsOf = (fw) => (cfg.baseline ? withTwins(FRAMEWORKS[fw]) : FRAMEWORKS[fw])
   const all = groups.flatMap((g) => Object.values(g.cases).map((c) => ({ g, c })))
   const failed = all.filter(({ c }) => c.status !== 'skipped' && !c.ok)
   const skipped = all.filter(({ c }) => c.status === 'skipped')
@@ -71,6 +110,10 @@ export function renderMarkdown({ meta, config: cfg, groups }) {
         .join('; ')}.`,
   )
   out.push('')
+  if (meta.baseline) {
+    out.push(`Before/after run: the \`@base\` cases run Tollgate from ${meta.baseline.text}; the others from ${meta.current.text}.`)
+    out.push('')
+  }
   if (cfg.quick) out.push('> **Quick run** (`--quick`): short slices and two cycles, for checking the rig. Do not quote these numbers.\n')
   if (failed.length) {
     out.push(`> **CHECKS FAILED for ${failed.length} case(s):**`)
@@ -101,7 +144,7 @@ export function renderMarkdown({ meta, config: cfg, groups }) {
     out.push('')
     out.push(`| case | ${modes.map((m) => MODES[m].label).join(' | ')} |`)
     out.push(`|---|${modes.map(() => '---').join('|')}|`)
-    for (const id of FRAMEWORKS[fw]) {
+    for (const id of idsOf(fw)) {
       const recs = gs.map((g) => g?.cases[id])
       if (!recs.some(Boolean)) continue
       const label = recs.find(Boolean).label
@@ -109,6 +152,8 @@ export function renderMarkdown({ meta, config: cfg, groups }) {
     }
   }
   out.push('')
+
+  if (comparison) out.push(...beforeAfter(comparison, meta))
 
   // Details.
   out.push('## Details')
@@ -131,7 +176,7 @@ export function renderMarkdown({ meta, config: cfg, groups }) {
       '| case | req/s | × bare | +µs/req | server busy | p50 ms | p99 ms | non-2xx | Redis cmd/req | Redis reads/req | Redis µs/req | check |',
     )
     out.push('|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|---|')
-    for (const id of FRAMEWORKS[g.framework]) if (g.cases[id]) out.push(detailRow(g.cases[id], g.mode))
+    for (const id of idsOf(g.framework)) if (g.cases[id]) out.push(detailRow(g.cases[id]))
     const bareBusy = g.cases.bare?.summary?.serverCpuShare?.median
     if (bareBusy != null && bareBusy < 0.85) {
       out.push('')

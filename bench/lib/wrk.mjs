@@ -36,7 +36,9 @@ export async function runWrk({ port, seconds, connections, script, clients = 100
   child.stderr.on('data', (d) => (err += d))
   const limitMs = (seconds + 20) * 1000
   const timer = setTimeout(() => stopChild(child, 1000), limitMs)
-  const code = await new Promise((resolve) => child.once('exit', (c, s) => resolve(s ?? c)))
+  // 'close', not 'exit': at 'exit' wrk's stdout may not have been read yet (seen when several wrk
+  // processes end at once on a busy machine, e.g. the parallel warm-up), and the result line is lost.
+  const code = await new Promise((resolve) => child.once('close', (c, s) => resolve(s ?? c)))
   clearTimeout(timer)
   const m = out.match(/^WRK_JSON (\{.*\})$/m)
   if (!m) {

@@ -1,6 +1,9 @@
 // Shared plumbing for the benchmark servers: argument parsing, the Redis client, READY, and
 // shutting down when the runner goes away. Nothing here runs on the request path.
 import { parseArgs } from 'node:util'
+import { importFrom } from '../lib/baseline.mjs'
+
+let tollgateFrom = '' // --tollgate-from DIR: import Tollgate from that tree (a baseline), not this one
 
 export function serverArgs() {
   const { values } = parseArgs({
@@ -11,11 +14,13 @@ export function serverArgs() {
       'window-ms': { type: 'string', default: '1000' },
       redis: { type: 'string', default: '' },
       prefix: { type: 'string', default: 'bench:' },
+      'tollgate-from': { type: 'string', default: '' },
     },
   })
   if (!values.case || !values.port) {
-    fail('usage: node <server>.mjs --case <name> --port <port> [--max N] [--window-ms MS] [--redis URL] [--prefix P]')
+    fail('usage: node <server>.mjs --case <name> --port <port> [--max N] [--window-ms MS] [--redis URL] [--prefix P] [--tollgate-from DIR]')
   }
+  tollgateFrom = values['tollgate-from']
   return {
     caseName: values.case,
     port: Number(values.port),
@@ -51,16 +56,18 @@ export async function redis(url) {
 }
 
 /**
- * Import a Tollgate adapter, or skip the case with a note saying why (usually: not built yet).
+ * Import a Tollgate adapter, or skip the case with a note saying why (usually: not built yet). With
+ * --tollgate-from DIR the adapter (and through it, its core) comes from the tree in DIR.
  */
 export async function importTollgate(framework) {
   const name = `@tollgate/${framework}`
   let mod
   try {
-    mod = await import(name)
+    mod = tollgateFrom ? (await importFrom(name, tollgateFrom)).mod : await import(name)
   } catch (err) {
+    const where = tollgateFrom ? ` from ${tollgateFrom}` : ''
     skip(
-      `${name} could not be imported (${err.code ?? err.message}); run \`npm run build\` (and \`npm install\` if node_modules/@tollgate/${framework} is missing)`,
+      `${name} could not be imported${where} (${err.code ?? err.message}); run \`npm run build\`${tollgateFrom ? ` in ${tollgateFrom}` : ''} (and \`npm install\` if node_modules/@tollgate/${framework} is missing)`,
     )
   }
   const missing = ['rateLimit', 'RedisStore'].filter((k) => typeof mod[k] !== 'function')

@@ -77,7 +77,7 @@ async function limiterFor(name) {
 
 const limiter = await limiterFor(caseName)
 if (limiter) app.use(limiter)
-app.get('/', (req, res) => {
+app.get('/', (_req, res) => {
   res.json(BODY)
 })
 // Used once by the runner's checks (trust proxy works); never under load.
