@@ -39,12 +39,19 @@ export class Windows {
     return count
   }
 
-  /** Takes `cost` back from `key`, only in the window containing `now`, never below zero. */
+  /**
+   * Takes `cost` back from `key` in the window containing `now` (the call's own), never below zero. A
+   * refund that arrives after the edge still undoes its call where a sliding window still reads it, in
+   * the previous window, as Redis does when it decrements the call's own key; a fixed window's next
+   * window is never touched.
+   */
   decrement(key: string, cost: number, windowMs: number, now: number): void {
     const group = this.groups.get(windowMs)
-    if (group === undefined || group.index !== windowIndex(now, windowMs)) return
-    const c = group.counts.get(key)
-    if (c !== undefined && c > 0) group.counts.set(key, c - Math.min(c, cost))
+    if (group === undefined) return
+    const index = windowIndex(now, windowMs)
+    const counts = index === group.index ? group.counts : index === group.index - 1 && group.previous !== EMPTY ? group.previous : undefined
+    const c = counts?.get(key)
+    if (c !== undefined && c > 0) counts!.set(key, c - Math.min(c, cost))
   }
 
   delete(key: string, windowMs: number): void {
