@@ -1,11 +1,12 @@
 import { createServer } from 'node:http'
-import { type AlgorithmName, type Decision, Limiter, MemoryStore, RedisStore, type Store } from '@tollgate/core'
+import { type Decision, Limiter, MemoryStore, type Store } from '@tollgate/core'
 import { rateLimit } from '@tollgate/express'
 import express from 'express'
 import type { Redis } from 'ioredis'
 import { parseList } from 'structured-headers'
 import request from 'supertest'
 import { newRedisClient, quitClient, testPrefix } from '../harness/redis'
+import { limiterStores } from '../support/decision-table'
 
 let client: Redis
 beforeAll(async () => {
@@ -14,105 +15,9 @@ beforeAll(async () => {
 })
 afterAll(() => quitClient(client))
 
-const stores: Array<[string, () => Store]> = [
-  ['memory', () => new MemoryStore({ sweepIntervalMs: 0 })],
-  ['Redis', () => new RedisStore({ client, timeout: '2s' })],
-]
+const stores = limiterStores(() => client)
 
 describe.each(stores)('on the %s store', (_storeName, makeStore) => {
-  describe('across a window edge (10 per second, 10 requests just before and 10 just after)', () => {
-    // The fixed window lets a client send 2 × max within 100 ms; the others keep to their bounds:
-    // the sliding log and the sliding-window counter to max per rolling second, GCRA to its burst
-    // plus what refills meanwhile (burst 10 + 100 ms × 10/s = 11).
-    const expected: Array<[AlgorithmName, number]> = [
-      ['fixed-window', 20],
-      ['sliding-window', 10],
-      ['gcra', 11],
-      ['sliding-log', 10],
-    ]
-    it.each(expected)('%s admits %d', async (algorithm, admittedExpected) => {
-      const edge = Math.floor(Date.now() / 1000) * 1000 + 60_000
-      let now = edge - 100
-      const limiter = new Limiter({ max: 10, algorithm, store: makeStore(), prefix: testPrefix('edge'), clock: () => now })
-      let admitted = 0
-      for (let i = 0; i < 10; i++) if ((await limiter.consume('c')).allowed) admitted++ // spread from 900 ms...
-      now = edge - 1
-      for (let i = 0; i < 10; i++) if ((await limiter.consume('c')).allowed) admitted++ // ...to the last ms
-      now = edge
-      for (let i = 0; i < 10; i++) if ((await limiter.consume('c')).allowed) admitted++ // first ms of the next
-      expect(admitted).toBe(admittedExpected)
-    })
-  })
-
-  describe('gcra when window / max is not a whole number of ms', () => {
-    // Rounding the theoretical arrival time up to a whole ms at every step used to lose one unit of
-    // burst (3 per second admitted 2 at once) and to slow the steady rate (334 ms per request, not 333⅓).
-    const cases: Array<[string, number, number, number | undefined]> = [
-      ['3 per second', 3, 1000, undefined],
-      ['6 per second', 6, 1000, undefined],
-      ['7 per second', 7, 1000, undefined],
-      ['7 per second with a burst of 3', 7, 1000, 3],
-      ['10 per second', 10, 1000, undefined],
-      ['100 per minute', 100, 60_000, undefined],
-    ]
-    it.each(cases)(
-      '%s admits the whole burst at one instant, then one request every window / max',
-      async (_name, max, windowMs, burstOption) => {
-        const burst = burstOption ?? max
-        const t0 = Math.floor(Date.now() / windowMs) * windowMs + 2 * windowMs + 123
-        let now = t0
-        const limiter = new Limiter({
-          max,
-          window: windowMs,
-          algorithm: 'gcra',
-          ...(burstOption === undefined ? {} : { burst: burstOption }),
-          store: makeStore(),
-          prefix: testPrefix('gcra-burst'),
-          clock: () => now,
-        })
-        const atOnce: Array<[boolean, number]> = []
-        for (let i = 0; i < burst + 2; i++) {
-          const d = await limiter.consume('c')
-          atOnce.push([d.allowed, d.remaining])
-        }
-        const expected: Array<[boolean, number]> = Array.from({ length: burst }, (_, i) => [true, burst - 1 - i])
-        expect(atOnce).toEqual([...expected, [false, 0], [false, 0]])
-
-        // From then on the n-th request is due exactly n × window / max ms after the burst: refused
-        // 1 ms before, admitted on time, for three windows' worth (so a drift of 1 ms per request shows).
-        const wrong: string[] = []
-        for (let n = 1; n <= 3 * max; n++) {
-          const due = t0 + Math.floor((n * windowMs + max - 1) / max)
-          now = due - 1
-          if ((await limiter.consume('c')).allowed) wrong.push(`#${n} admitted 1 ms early`)
-          now = due
-          if (!(await limiter.consume('c')).allowed) wrong.push(`#${n} refused when due`)
-        }
-        expect(wrong).toEqual([])
-      },
-    )
-
-    it('a refund gives back exactly one window / max, so a refunded burst request can be sent again', async () => {
-      const now = Math.floor(Date.now() / 1000) * 1000 + 2000 + 123
-      const limiter = new Limiter({
-        max: 3,
-        algorithm: 'gcra',
-        skipFailedRequests: true,
-        store: makeStore(),
-        prefix: testPrefix('gcra-refund'),
-        clock: () => now,
-      })
-      const first = (await limiter.consume('c')) as Decision
-      await limiter.consume('c')
-      await limiter.consume('c')
-      expect((await limiter.consume('c')).allowed).toBe(false)
-      await limiter.refund(first)
-      const again = await limiter.consume('c')
-      expect([again.allowed, again.remaining]).toEqual([true, 0])
-      expect((await limiter.consume('c')).allowed).toBe(false)
-    })
-  })
-
   it('several limits: 10/s and 20/min cut 15 requests per second at 10, then at 20 in total', async () => {
     let now = Math.floor(Date.now() / 60_000) * 60_000 + 60_000
     const limiter = new Limiter({
@@ -159,18 +64,6 @@ describe.each(stores)('on the %s store', (_storeName, makeStore) => {
       const after = await limiter.consume('job', 1)
       expect({ algorithm, allowed: after.allowed, source: after.source }).toEqual({ algorithm, allowed: true, source: 'store' })
     }
-  })
-})
-
-describe('gcra on Redis during an upgrade', () => {
-  it('reads a TAT stored as whole ms by earlier versions (no remainder) as that exact time', async () => {
-    const now = Math.floor(Date.now() / 1000) * 1000 + 2000 + 123
-    const prefix = testPrefix('gcra-upgrade')
-    // Earlier versions stored a bare, rounded-up TAT: here a full bucket of 3 per second.
-    await client.set(`${prefix}{c}:gcra`, String(now + 1000), 'PX', 5000)
-    const limiter = new Limiter({ max: 3, algorithm: 'gcra', store: new RedisStore({ client, timeout: '2s' }), prefix, clock: () => now })
-    const refused = await limiter.consume('c')
-    expect([refused.allowed, refused.retryAfterMs]).toEqual([false, 334])
   })
 })
 

@@ -23,7 +23,9 @@ afterAll(async () => {
   await cluster?.stop()
 })
 
-storeContract('Redis Cluster', () => ({ store: new RedisStore({ client, timeout: '2s' }), prefix: testPrefix('cluster-contract') }))
+storeContract('Redis Cluster', () => ({ store: new RedisStore({ client, timeout: '2s' }), prefix: testPrefix('cluster-contract') }), {
+  redis: () => client,
+})
 
 describe('Redis Cluster through Express', () => {
   let server: Server
@@ -66,10 +68,11 @@ describe('Redis Cluster through Express', () => {
 })
 
 describe('Redis Cluster runs the Lua script of every algorithm', () => {
-  // The store contract above sends only INCRBY/PEXPIRE transactions; these go through the scripts
-  // (every algorithm but the single-limit fixed window), each keyed by one client's hash tag, so a
-  // script's keys share a slot and run on that slot's master. A CROSSSLOT or MOVED error would show
-  // as a store error and a decision from the in-memory fallback, so both are asserted absent.
+  // The store contract above runs every script call by call; these go through the Limiter, with
+  // clients spread over the masters (every algorithm but the single-limit fixed window runs a script),
+  // each keyed by one client's hash tag, so a script's keys share a slot and run on that slot's
+  // master. A CROSSSLOT or MOVED error would show as a store error and a decision from the
+  // in-memory fallback, so both are asserted absent.
   const clients = Array.from({ length: 12 }, (_, i) => `client-${i}`)
 
   /** For each phase, sends `requests` per client (clients in parallel) and counts admissions per client. */

@@ -1,15 +1,305 @@
-import type { Store } from '@tollgate/core'
-import { countOf, resetCount } from '../support/store-calls'
+import { type AlgorithmName, type LimitSpec, MemoryStore, type Store, type StoreCall, type StoreResult } from '@tollgate/core'
+import type { Cluster, Redis } from 'ioredis'
+import { escapeGlob, keysWithoutTtl, scanKeys } from '../harness/redis'
+import { countOf, limitSpec, resetCount, storeCall } from '../support/store-calls'
 
 /**
- * The behaviour every store must have, written once and run against each store (memory, Redis,
- * Redis Cluster). `make` returns a fresh store and a unique key prefix.
+ * The store contract: the behaviour every `Store` must have, for every algorithm, written once and run
+ * against each store (memory, Redis, Redis unbatched, Redis Cluster). It speaks only the public
+ * protocol (`admit`, `refund`, `forget`, the optional `increment`) and uses only public exports: the
+ * types, and `MemoryStore` as the reference the other stores must agree with.
+ *
+ * To check your own store, copy this file with test/support/store-calls.ts (and, for a Redis-backed
+ * store, test/harness/redis.ts for keysWithoutTtl/scanKeys), then from a jest test file:
+ *
+ *   storeContract('my store', () => ({ store: new MyStore(), prefix: `t:${randomUUID()}:` }), {
+ *     increment: false,    // it has no increment() fast path
+ *     redis: () => client, // it writes through this ioredis client: check TTLs and hash tags too
+ *   })
+ *
+ * `make` runs once per test, after your beforeAll hooks; it returns a fresh store and a key prefix
+ * that no other test uses. Calls carry their own time (`now`), so nothing here sleeps.
  */
-export function storeContract(name: string, make: () => { store: Store; prefix: string }) {
-  describe(`${name} store contract`, () => {
-    const W = 60_000
-    const t0 = Math.floor(Date.now() / W) * W + 1000 // 1 s into the current minute
+export interface StoreContractOptions {
+  /** The store has the optional `increment` fast path of the single-limit fixed window. @default true */
+  increment?: boolean
+  /** Compare a sequence of answers with a MemoryStore's (off for the MemoryStore itself). @default true */
+  sameAsMemory?: boolean
+  /** The ioredis client the store writes through: adds the key checks (TTL, hash tag). */
+  redis?: () => Redis | Cluster
+}
 
+const ALGORITHMS: AlgorithmName[] = ['fixed-window', 'sliding-window', 'gcra', 'sliding-log']
+const SECOND = 1000
+const MINUTE = 60 * SECOND
+const HOUR = 60 * MINUTE
+
+/** The start of the next window of `ms`: tests place their calls at known distances from its edges. */
+function windowStart(ms: number): number {
+  return (Math.floor(Date.now() / ms) + 1) * ms
+}
+
+/** The hash tag Redis Cluster hashes a key by: the text inside its first `{...}`, else the whole key. */
+function hashTag(key: string): string {
+  const open = key.indexOf('{')
+  const close = open === -1 ? -1 : key.indexOf('}', open + 1)
+  return close > open + 1 ? key.slice(open + 1, close) : key
+}
+
+/** One admit, its answer checked for shape: a boolean and two finite numbers per limit. */
+async function admit(store: Store, call: StoreCall): Promise<StoreResult> {
+  const result = await store.admit(call)
+  expect(typeof result.allowed).toBe('boolean')
+  expect(result.values).toHaveLength(2 * call.limits.length)
+  expect(result.values.filter((v) => !Number.isFinite(v))).toEqual([])
+  return result
+}
+
+export function storeContract(name: string, make: () => { store: Store; prefix: string }, options: StoreContractOptions = {}) {
+  describe(`${name} store contract`, () => {
+    if (options.increment !== false) incrementContract(make)
+
+    describe.each(ALGORITHMS)('%s', (algorithm) => {
+      const one = limitSpec(5, MINUTE, 5, '1m')
+      // Two limits, distinct windows and labels: 3 per 10 s and 5 per hour.
+      const short = limitSpec(3, 10 * SECOND, 3, '10s')
+      const long = limitSpec(5, HOUR, 5, '1h')
+      const call = (storeKey: string, limits: LimitSpec[], cost: number, now: number) => storeCall(algorithm, storeKey, limits, cost, now)
+
+      /** Admits calls of `cost` one after another until one is refused: the number admitted. */
+      async function admitUntilRefused(store: Store, storeKey: string, limits: LimitSpec[], now: number, cost = 1): Promise<number> {
+        for (let n = 0; n < 100; n++) if (!(await admit(store, call(storeKey, limits, cost, now))).allowed) return n
+        throw new Error('100 calls admitted in a row')
+      }
+      /** The numbers a read (cost 0) answers: they change when, and only when, something is counted. */
+      const read = async (store: Store, storeKey: string, limits: LimitSpec[], now: number) =>
+        (await admit(store, call(storeKey, limits, 0, now))).values
+
+      it('admits calls of cost 1 up to max, two numbers per limit in each answer, then refuses', async () => {
+        const { store, prefix } = make()
+        const now = windowStart(MINUTE) + SECOND
+        const answers: boolean[] = []
+        for (let i = 0; i < 7; i++) answers.push((await admit(store, call(`${prefix}{c}`, [one], 1, now))).allowed)
+        expect(answers).toEqual([true, true, true, true, true, false, false])
+        const both = await admit(store, call(`${prefix}{d}`, [short, long], 1, now))
+        expect([both.allowed, both.values.length]).toEqual([true, 4])
+      })
+
+      it('counts nothing for a call of cost 0', async () => {
+        const { store, prefix } = make()
+        const key = `${prefix}{c}`
+        const now = windowStart(MINUTE) + SECOND
+        const fresh = await read(store, key, [one], now)
+        for (let i = 0; i < 3; i++) await admit(store, call(key, [one], 0, now))
+        expect(await read(store, key, [one], now)).toEqual(fresh)
+        expect((await admit(store, call(key, [one], 1, now))).allowed).toBe(true)
+        expect(await read(store, key, [one], now)).not.toEqual(fresh) // a counted call does show in the numbers
+        expect(await admitUntilRefused(store, key, [one], now)).toBe(4)
+      })
+
+      it('refuses a call costing more than max and counts none of it', async () => {
+        const { store, prefix } = make()
+        const now = windowStart(MINUTE) + SECOND
+        expect((await admit(store, call(`${prefix}{c}`, [one], 6, now))).allowed).toBe(false)
+        expect(await admitUntilRefused(store, `${prefix}{c}`, [one], now)).toBe(5)
+      })
+
+      it('counts a call the shorter limit refuses in no limit: the longer one keeps its room', async () => {
+        const { store, prefix } = make()
+        const key = `${prefix}{c}`
+        const t = windowStart(HOUR) + SECOND
+        expect(await admitUntilRefused(store, key, [short, long], t)).toBe(3)
+        for (let i = 0; i < 3; i++) expect((await admit(store, call(key, [short, long], 1, t))).allowed).toBe(false)
+        // 20 s later the 10 s limit is empty again; the hour has 5 − 3 = 2 left (none, had the four
+        // refused calls counted in it).
+        expect(await admitUntilRefused(store, key, [short, long], t + 20 * SECOND)).toBe(2)
+      })
+
+      it('counts a call the longer limit refuses in no limit: the shorter one is left as it was', async () => {
+        const { store, prefix } = make()
+        const key = `${prefix}{c}`
+        const t = windowStart(HOUR) + SECOND
+        const later = t + 20 * SECOND
+        await admitUntilRefused(store, key, [short, long], t)
+        expect(await admitUntilRefused(store, key, [short, long], later)).toBe(2) // the hour is full, the 10 s limit has 1 left
+        const before = await read(store, key, [short, long], later)
+        for (let i = 0; i < 3; i++) expect((await admit(store, call(key, [short, long], 1, later))).allowed).toBe(false)
+        expect(await read(store, key, [short, long], later)).toEqual(before)
+      })
+
+      it('gives back the room of an admitted call on refund, in every limit of the call', async () => {
+        const { store, prefix } = make()
+        const key = `${prefix}{c}`
+        const t = windowStart(HOUR) + SECOND
+        const first = call(key, [short, long], 1, t)
+        expect((await admit(store, first)).allowed).toBe(true)
+        expect(await admitUntilRefused(store, key, [short, long], t)).toBe(2)
+        await store.refund(first)
+        expect(await admitUntilRefused(store, key, [short, long], t)).toBe(1)
+        // The hour holds 3 again (3 admitted, 1 refunded, 1 more): 2 left, or 1 had the refund missed it.
+        expect(await admitUntilRefused(store, key, [short, long], t + 20 * SECOND)).toBe(2)
+      })
+
+      it('never takes a count below zero, even when the same call is refunded twice', async () => {
+        const { store, prefix } = make()
+        const now = windowStart(MINUTE) + SECOND
+        const once = call(`${prefix}{c}`, [one], 1, now)
+        await admit(store, once)
+        await store.refund(once)
+        await store.refund(once)
+        expect(await admitUntilRefused(store, `${prefix}{c}`, [one], now)).toBe(5)
+      })
+
+      // A refund carries its call's time, and undoes the call where it was counted, whenever it
+      // arrives: a refund sent after other calls opened the next window does what one sent at once
+      // does. For the fixed window that means the next window's count is left alone; for the others
+      // the call still weighs in the next moments (previous window, bucket, log), so the refund frees room.
+      it('undoes a call refunded after the window edge just as one refunded at once, in its own window only', async () => {
+        const { store, prefix } = make()
+        const lim = limitSpec(3, 10 * SECOND, 3, '10s')
+        const edge = windowStart(10 * SECOND)
+        const calls: Record<string, StoreCall> = {}
+        for (const c of ['late', 'early', 'control']) {
+          calls[c] = call(`${prefix}{${c}}`, [lim], 1, edge - 1) // the window's last ms
+          expect((await admit(store, calls[c]!)).allowed).toBe(true)
+        }
+        await store.refund(calls.early!)
+        expect((await admit(store, call(`${prefix}{other}`, [lim], 1, edge))).allowed).toBe(true) // the next window begins
+        await store.refund(calls.late!)
+        const admitted: Record<string, number> = {}
+        for (const c of ['late', 'early', 'control']) admitted[c] = await admitUntilRefused(store, `${prefix}{${c}}`, [lim], edge)
+        expect(admitted).toEqual(algorithm === 'fixed-window' ? { late: 3, early: 3, control: 3 } : { late: 3, early: 3, control: 2 })
+      })
+
+      it("forgets the client's state for the call's limits, and nobody else's", async () => {
+        const { store, prefix } = make()
+        const t = windowStart(HOUR) + SECOND
+        const [c, d] = [`${prefix}{c}`, `${prefix}{d}`]
+        expect(await admitUntilRefused(store, c, [short, long], t)).toBe(3)
+        expect((await admit(store, call(d, [short, long], 1, t))).allowed).toBe(true)
+        const other = await read(store, d, [short, long], t)
+        await store.forget(call(c, [short, long], 0, t))
+        expect(await read(store, d, [short, long], t)).toEqual(other)
+        // Both limits start over: 3 now (2, had the hour kept its 3), then 2 more in the hour.
+        expect(await admitUntilRefused(store, c, [short, long], t)).toBe(3)
+        expect(await admitUntilRefused(store, c, [short, long], t + 20 * SECOND)).toBe(2)
+      })
+
+      it('admits exactly 50 of 200 concurrent calls of cost 1 against a max of 50', async () => {
+        const { store, prefix } = make()
+        const now = windowStart(MINUTE) + SECOND
+        const fifty = limitSpec(50, MINUTE, 50, '1m')
+        const answers = await Promise.all(Array.from({ length: 200 }, () => store.admit(call(`${prefix}{hot}`, [fifty], 1, now))))
+        expect(answers.filter((a) => a.allowed)).toHaveLength(50)
+        expect(await admitUntilRefused(store, `${prefix}{hot}`, [fifty], now)).toBe(0)
+      })
+
+      if (options.sameAsMemory !== false) {
+        it('answers a fixed sequence of calls, across window edges, with the verdicts and numbers of the MemoryStore', async () => {
+          const { store, prefix } = make()
+          const reference = new MemoryStore({ sweepIntervalMs: 0 })
+          const limits = [limitSpec(3, 10 * SECOND, 3, '10s'), limitSpec(7, MINUTE, algorithm === 'gcra' ? 4 : 7, '1m')]
+          const t = windowStart(MINUTE)
+          const last = new Map<string, [StoreCall, boolean]>()
+          const answers: Array<[string, StoreResult, StoreResult]> = []
+          for (const [at, client, step] of SEQUENCE) {
+            const key = `${prefix}{${client}}`
+            const what = `${at} ms, ${client}, ${step}`
+            if (step === 'forget') {
+              const forget = call(key, limits, 0, t + at)
+              await Promise.all([store.forget(forget), reference.forget(forget)])
+            } else if (step === 'refund') {
+              const [previous, allowed] = last.get(client)!
+              if (allowed) await Promise.all([store.refund(previous), reference.refund(previous)])
+            } else {
+              const c = call(key, limits, step, t + at)
+              const [got, expected] = [await admit(store, c), reference.admit(c)]
+              answers.push([what, got, expected])
+              last.set(client, [c, expected.allowed])
+            }
+          }
+          expect(answers.map(([what, got]) => [what, got])).toEqual(answers.map(([what, , expected]) => [what, expected]))
+          const verdicts = answers.map(([, , e]) => e.allowed)
+          expect([verdicts.includes(true), verdicts.includes(false)]).toEqual([true, true])
+        })
+      }
+
+      const redis = options.redis
+      if (redis !== undefined) {
+        it('gives every key it writes a TTL', async () => {
+          const { store, prefix } = make()
+          const t = windowStart(HOUR) + SECOND
+          for (const [client, limits] of [
+            ['c', [one]],
+            ['d', [short, long]],
+          ] as const) {
+            const key = `${prefix}{${client}}`
+            const first = call(key, [...limits], 2, t)
+            await admit(store, first)
+            await admitUntilRefused(store, key, [...limits], t)
+            await store.refund(first)
+            await admitUntilRefused(store, key, [...limits], t + 20 * SECOND)
+            await read(store, key, [...limits], t + 30 * SECOND)
+          }
+          if (options.increment !== false) await store.increment!(`${prefix}{e}`, 1, MINUTE, t)
+          expect((await scanKeys(redis(), `${escapeGlob(prefix)}*`)).length).toBeGreaterThanOrEqual(3)
+          expect(await keysWithoutTtl(redis(), prefix)).toEqual([])
+        })
+
+        it("keeps every key of a call under its client's hash tag, so one call stays in one Cluster slot", async () => {
+          const { store, prefix } = make()
+          const t = windowStart(HOUR) + SECOND
+          const clients = ['203.0.113.7', 'user:42']
+          for (const client of clients) for (let i = 0; i < 2; i++) await admit(store, call(`${prefix}{${client}}`, [short, long], 1, t))
+          const tags = (await scanKeys(redis(), `${escapeGlob(prefix)}*`)).map(hashTag)
+          expect([...new Set(tags)].sort()).toEqual(clients)
+          // At least one key per limit, all under the one tag.
+          for (const client of clients) expect(tags.filter((tag) => tag === client).length).toBeGreaterThanOrEqual(2)
+        })
+      }
+    })
+  })
+}
+
+/**
+ * [ms after a minute's start, client, cost | 'refund' (that client's previous call, if admitted) | 'forget'],
+ * on 3 per 10 s and 7 per minute: bursts, costs from 0 to 3, and the edges of both windows.
+ */
+const SEQUENCE: Array<[number, string, number | 'refund' | 'forget']> = [
+  [0, 'a', 1],
+  [0, 'a', 2],
+  [100, 'a', 1],
+  [100, 'b', 3],
+  [200, 'b', 1],
+  [200, 'b', 'refund'],
+  [2_500, 'a', 0],
+  [9_999, 'a', 1],
+  [10_000, 'a', 1],
+  [10_000, 'a', 1],
+  [10_000, 'b', 2],
+  [10_000, 'b', 'refund'],
+  [12_500, 'a', 2],
+  [15_000, 'a', 1],
+  [19_999, 'b', 3],
+  [20_000, 'a', 3],
+  [20_000, 'b', 1],
+  [26_000, 'a', 1],
+  [31_000, 'a', 'forget'],
+  [31_000, 'a', 2],
+  [45_000, 'b', 3],
+  [55_000, 'a', 1],
+  [59_999, 'a', 1],
+  [60_000, 'a', 3],
+  [60_000, 'b', 1],
+  [61_000, 'b', 0],
+]
+
+/** The optional fast path of the single-limit fixed window (`increment`), and its agreement with `admit`. */
+function incrementContract(make: () => { store: Store; prefix: string }) {
+  const W = 60_000
+  const t0 = Math.floor(Date.now() / W) * W + 1000 // 1 s into the current minute
+
+  describe('increment', () => {
     it('returns the count after each increment, starting at the cost', async () => {
       const { store, prefix } = make()
       const key = `${prefix}{a}`

@@ -1,0 +1,75 @@
+import { type AlgorithmName, Limiter, type LimiterOptions, MemoryStore, RedisStore, type Store } from '@tollgate/core'
+import type { Redis } from 'ioredis'
+import { newRedisClient, quitClient, testPrefix } from '../harness/redis'
+
+/** The stores every algorithm's decisions are checked on: memory, and Redis through `client()` (called per store). */
+export function limiterStores(client: () => Redis): Array<[string, () => Store]> {
+  return [
+    ['memory', () => new MemoryStore({ sweepIntervalMs: 0 })],
+    ['Redis', () => new RedisStore({ client: client(), timeout: '2s' })],
+  ]
+}
+
+/** A clock a test moves by hand: pass `read` as the limiter's `clock`. */
+export interface TestClock {
+  now: number
+  readonly read: () => number
+}
+
+export function testClock(now = 0): TestClock {
+  const clock = { now, read: () => clock.now }
+  return clock
+}
+
+/**
+ * One request of a decision table and what it must get:
+ * [ms after the table's start, cost, allowed, remaining, retryAfterMs, resetAt − start].
+ */
+export type Row = [at: number, cost: number, allowed: boolean, remaining: number, retryAfterMs: number, resetAt: number]
+
+/**
+ * Sends the table's requests for `key` in order, the clock set to each row's time, and returns the
+ * rows as decided: `expect(await replay(...)).toEqual(rows)` shows a wrong row in place.
+ */
+export async function replay(limiter: Limiter, clock: TestClock, key: string, start: number, rows: readonly Row[]): Promise<Row[]> {
+  const decided: Row[] = []
+  for (const [at, cost] of rows) {
+    clock.now = start + at
+    const d = await limiter.consume(key, cost)
+    decided.push([at, cost, d.allowed, d.remaining, d.retryAfterMs, d.resetAt - start])
+  }
+  return decided
+}
+
+/**
+ * One algorithm's decision tables, on every store of `limiterStores`: opens a Redis client for the file
+ * (`client()` for tests of its own), and hands each store's tests a factory of limiters with the
+ * algorithm, `defaults`, a fresh store, a prefix of their own and a clock they move by hand.
+ */
+export function algorithmSuite(algorithm: AlgorithmName, defaults: LimiterOptions) {
+  let client: Redis
+  beforeAll(async () => {
+    client = newRedisClient()
+    await client.ping()
+  })
+  afterAll(() => quitClient(client))
+  return {
+    client: () => client,
+    each(body: (limiter: (options?: LimiterOptions) => { limiter: Limiter; clock: TestClock }, makeStore: () => Store) => void) {
+      describe.each(limiterStores(() => client))(`${algorithm} on the %s store`, (_storeName, makeStore) => {
+        body((options = {}) => {
+          const clock = testClock()
+          const limiter = new Limiter({
+            algorithm,
+            ...defaults,
+            store: makeStore(),
+            prefix: testPrefix(algorithm),
+            clock: clock.read,
+            ...options,
+          })
+          return { limiter, clock }
+        }, makeStore)
+      })
+    },
+  }
+}
