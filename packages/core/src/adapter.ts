@@ -90,28 +90,17 @@ type Visited = { [VISITED]?: object | object[] }
 /** True the first time `limiter` meets this request object; the mark is a property of the request. */
 export function firstVisit(request: unknown, limiter: object): boolean {
   const r = request as Visited
-  const next = marked(r[VISITED], limiter)
+  const next = withVisitor(r[VISITED], limiter)
   if (next === undefined) return false
   r[VISITED] = next
   return true
 }
 
 /**
- * `firstVisit` with the marks kept outside the request objects, for a framework whose requests must
- * not gain properties (Express: see its request-decisions.ts).
+ * The limiters that have met a request (`seen`, as kept by the adapter), with `limiter` added;
+ * undefined when it was there already. For an adapter that keeps the marks somewhere of its own.
  */
-export function visitsOutside(): (request: unknown, limiter: object) => boolean {
-  const marks = new WeakMap<object, object | object[]>()
-  return (request, limiter) => {
-    const next = marked(marks.get(request as object), limiter)
-    if (next === undefined) return false
-    marks.set(request as object, next)
-    return true
-  }
-}
-
-/** The limiters that have met a request, with `limiter` added; undefined when it was there already. */
-function marked(seen: object | object[] | undefined, limiter: object): object | object[] | undefined {
+export function withVisitor(seen: object | object[] | undefined, limiter: object): object | object[] | undefined {
   if (seen === undefined) return limiter
   if (seen === limiter) return undefined
   if (!Array.isArray(seen)) return [seen, limiter]

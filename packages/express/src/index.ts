@@ -1,7 +1,7 @@
 import { Limiter, type LimiterOptions } from '@tollgate/core'
-import { adapterFunction, createGate, type Decision, isThenable, type ResponseIO, visitsOutside } from '@tollgate/core/adapter'
+import { adapterFunction, createGate, type Decision, isThenable, type ResponseIO } from '@tollgate/core/adapter'
 import type { NextFunction, Request, Response } from 'express'
-import { record } from './request-decisions'
+import { record, visit } from './request-decisions'
 
 // The public API of @tollgate/core, so an app imports from one package.
 export * from '@tollgate/core'
@@ -54,8 +54,8 @@ const io: ResponseIO<Request, Response> = {
     res.end(rejection.body)
   },
   raw: (res) => res,
-  // Marks kept off the request: adding a property to an Express request is slow (request-decisions.ts).
-  visit: visitsOutside(),
+  // Kept off the request, with its decisions: adding a property to an Express request is slow (request-decisions.ts).
+  visit,
 }
 
 /**

@@ -1,4 +1,4 @@
-import type { Decision } from '@tollgate/core'
+import { type Decision, withVisitor } from '@tollgate/core/adapter'
 import type { Request } from 'express'
 
 /**
@@ -6,8 +6,13 @@ import type { Request } from 'express'
  * (`setPrototypeOf(req, app.request)`), and adding properties to such an object took it off V8's fast
  * path: two property writes cost ~7 µs per request in CPU profiles (half in GC), more than the rest of
  * the limiter. `req.rateLimit` and `req.rateLimits` are accessors on the app's request prototype instead.
+ * The limiters that met a request share the entry, so a request costs one WeakMap entry in all.
  */
-const decisionsOf = new WeakMap<object, Decision[]>()
+class Visits {
+  decisions: Decision[] | undefined = undefined
+  constructor(public by: object | object[]) {}
+}
+const visitsOf = new WeakMap<object, Visits>()
 /** Express's base request prototypes that have the accessors, and the app.request prototypes known to inherit them. */
 const withAccessors = new WeakSet<object>()
 const appsReady = new WeakSet<object>()
@@ -43,7 +48,7 @@ function defineAccessors(proto: object): void {
   Object.defineProperties(proto, {
     rateLimit: {
       get(this: object) {
-        return decisionsOf.get(this)?.at(-1)
+        return visitsOf.get(this)?.decisions?.at(-1)
       },
       // Assigning still works: the value becomes the request's own property.
       set(this: object, value: unknown) {
@@ -53,7 +58,7 @@ function defineAccessors(proto: object): void {
     },
     rateLimits: {
       get(this: object) {
-        return decisionsOf.get(this)
+        return visitsOf.get(this)?.decisions
       },
       set(this: object, value: unknown) {
         own(this, 'rateLimits', value)
@@ -63,7 +68,17 @@ function defineAccessors(proto: object): void {
   })
 }
 
-/** Records a decision on the request; returns every decision made on it so far. */
+/** True the first time `limiter` meets this request: a limiter mounted on the app and on a route counts it once. */
+export function visit(req: Request, limiter: object): boolean {
+  const visits = visitsOf.get(req)
+  const by = withVisitor(visits?.by, limiter)
+  if (by === undefined) return false
+  if (visits === undefined) visitsOf.set(req, new Visits(by))
+  else visits.by = by
+  return true
+}
+
+/** Records a decision on the request (met by `visit` first); returns every decision made on it so far. */
 export function record(req: Request, decision: Decision): Decision[] {
   if (!exposes(req)) {
     // Not an Express request (a test double, a custom server): plain properties.
@@ -72,12 +87,12 @@ export function record(req: Request, decision: Decision): Decision[] {
     else req.rateLimits.push(decision)
     return req.rateLimits
   }
-  const all = decisionsOf.get(req)
-  if (all === undefined) {
-    const first = [decision]
-    decisionsOf.set(req, first)
-    return first
+  let visits = visitsOf.get(req)
+  if (visits === undefined) {
+    visits = new Visits([])
+    visitsOf.set(req, visits)
   }
-  all.push(decision)
-  return all
+  if (visits.decisions === undefined) visits.decisions = [decision]
+  else visits.decisions.push(decision)
+  return visits.decisions
 }

@@ -32,6 +32,8 @@ const MAX_CACHED_STORE_KEYS = 16384
 export class Counting<Req> {
   /** Single-limit fixed window on a store with `increment`: the batched INCRBY path with the over-limit cache. */
   private readonly fast: boolean
+  /** The store is not in this process: it has a deadline, can fail, and the over-limit cache applies. */
+  private readonly remote: boolean
   private readonly refunds: boolean
   private readonly limits = new Map<number, LimitSpec>()
   /**
@@ -58,13 +60,14 @@ export class Counting<Req> {
     private readonly emit: (event: string, value?: unknown) => void,
   ) {
     this.fast = algorithm === fixedWindow && config.limits === undefined && typeof config.store.increment === 'function'
+    this.remote = !config.store.local
     this.refunds = config.skipFailedRequests || config.skipSuccessfulRequests
   }
 
   count(clientKey: string, max: number, cost: number): MaybePromise<Decision> {
     const c = this.config
     const now = c.clock()
-    if (!c.store.local) {
+    if (this.remote) {
       if (this.fast) {
         const index = windowIndex(now, c.windowMs)
         if (index !== this.overWindow) {
@@ -110,7 +113,7 @@ export class Counting<Req> {
 
   /** Counts in `store`: the fast path's increment, or one atomic admit for every limit. */
   private countIn(store: Store, source: DecisionSource, clientKey: string, max: number, cost: number, now: number): MaybePromise<Decision> {
-    const failed = source === 'store' && !store.local ? (error: unknown) => this.failed(error, clientKey, max, cost, now) : undefined
+    const failed = source === 'store' && this.remote ? (error: unknown) => this.failed(error, clientKey, max, cost, now) : undefined
     try {
       if (this.fast) {
         const key = this.storeKey(clientKey)
@@ -138,7 +141,7 @@ export class Counting<Req> {
     now: number,
     source: DecisionSource,
   ): Decision {
-    if (source === 'store' && !this.config.store.local) {
+    if (source === 'store' && this.remote) {
       if (this.resilience.degraded) this.resilience.recovered()
       // Only cache a verdict for the window it was made in; a reply can arrive after the edge.
       if (count > max && !this.refunds && windowIndex(now, this.config.windowMs) === this.overWindow) this.over.set(clientKey, count)

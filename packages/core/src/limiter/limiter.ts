@@ -35,7 +35,7 @@ export class Limiter<Req = unknown> extends EventEmitter {
     const emit = (event: string, value?: unknown) => void this.emit(event, value)
     const resilience = new Resilience(this.config as Config<unknown>, emit)
     this.counting = new Counting(this.config, ALGORITHMS[this.config.algorithm], resilience, emit)
-    this.inputs = new RequestInputs(this.config, hooks ?? { ip: () => undefined }, (key, max, cost) => this.counting.count(key, max, cost))
+    this.inputs = new RequestInputs(this.config, hooks ?? { ip: () => undefined }, this.counting)
     this.response = new ResponseParts(
       this.config,
       (name, error) => this.inputs.requestError(name, error),

@@ -3,8 +3,10 @@ import { clientKey, ipKey, UNKNOWN_CLIENT_KEY } from '../keys'
 import type { Config } from '../options/parse-options'
 import { type AdapterHooks, type Decision, isThenable, type MaybePromise } from '../types'
 
-/** Counts a request once its inputs are known: the client key (as stored), its max and its cost. */
-export type Count = (clientKey: string, max: number, cost: number) => MaybePromise<Decision>
+/** What counts a request once its inputs are known: the client key (as stored), its max and its cost. */
+export interface Counter {
+  count(clientKey: string, max: number, cost: number): MaybePromise<Decision>
+}
 
 /**
  * A request's inputs: the skip, key, max and cost options called and their results validated, the
@@ -18,7 +20,7 @@ export class RequestInputs<Req> {
   constructor(
     private readonly config: Config<Req>,
     private readonly hooks: AdapterHooks<Req>,
-    private readonly count: Count,
+    private readonly counter: Counter,
   ) {
     this.diagnosing = hooks.diagnose !== undefined
   }
@@ -80,9 +82,9 @@ export class RequestInputs<Req> {
         Promise.resolve(key).catch((e) => Promise.reject(this.requestError('key', e))),
         Promise.resolve(max).catch((e) => Promise.reject(this.requestError('max', e))),
         Promise.resolve(cost).catch((e) => Promise.reject(this.requestError('cost', e))),
-      ]).then(([k, m, n]) => this.count(this.keyOf(k), this.validCount('max', m), this.validCount('cost', n)))
+      ]).then(([k, m, n]) => this.counter.count(this.keyOf(k), this.validCount('max', m), this.validCount('cost', n)))
     }
-    return this.count(
+    return this.counter.count(
       c.key === undefined ? key : this.keyOf(key),
       max === c.max ? max : this.validCount('max', max),
       cost === c.cost ? cost : this.validCount('cost', cost),
