@@ -34,6 +34,19 @@ declare module 'fastify' {
 
 type HookFn = (request: FastifyRequest, reply: FastifyReply, done: HookHandlerDoneFunction) => void
 
+/**
+ * The request's route config. `request.routeOptions` builds a fresh object of a dozen fields (and asks
+ * the router about version constraints) on every read, a measurable share of the plugin's cost per
+ * request; the route context it reads from is a symbol-keyed property of the request, found once.
+ * Should fastify move it, this falls back to `routeOptions`.
+ */
+let contextKey: symbol | null | undefined
+function routeConfig(request: FastifyRequest): { rateLimit?: unknown } | undefined {
+  if (contextKey === undefined) contextKey = Object.getOwnPropertySymbols(request).find((s) => s.description === 'fastify.context') ?? null
+  const context = contextKey === null ? undefined : (request as unknown as Record<symbol, { config?: { rateLimit?: unknown } } | undefined>)[contextKey]
+  return context === undefined ? request.routeOptions.config : context.config
+}
+
 const plugin: FastifyPluginAsync<RateLimitOptions> = async (fastify, options) => {
   const hook = hookOption(options.hook)
   const hooks = adapterHooks()
@@ -58,11 +71,11 @@ const plugin: FastifyPluginAsync<RateLimitOptions> = async (fastify, options) =>
   // The plugin's own limit is a hook of the scope, so it covers every route of the scope (however
   // the routes and the registration are ordered) and URLs no route matches.
   const globalHook: HookFn = (request, reply, done) => {
-    const route = request.routeOptions
-    const own = route.config?.rateLimit
+    const own = routeConfig(request)?.rateLimit
     if (own === false) return done()
-    if (own !== undefined && !warned && !built.has(own)) {
+    if (own !== undefined && !warned && !built.has(own as object)) {
       warned = true
+      const route = request.routeOptions
       global.limiter.config.logger.warn(
         `Tollgate: route ${route.method} ${route.url} has config.rateLimit, but it was declared before the plugin was registered, so only the plugin's limit applies to it; await app.register(rateLimit, ...) before declaring routes.`,
       )
