@@ -43,7 +43,8 @@ type HookFn = (request: FastifyRequest, reply: FastifyReply, done: HookHandlerDo
 let contextKey: symbol | null | undefined
 function routeConfig(request: FastifyRequest): { rateLimit?: unknown } | undefined {
   if (contextKey === undefined) contextKey = Object.getOwnPropertySymbols(request).find((s) => s.description === 'fastify.context') ?? null
-  const context = contextKey === null ? undefined : (request as unknown as Record<symbol, { config?: { rateLimit?: unknown } } | undefined>)[contextKey]
+  const context =
+    contextKey === null ? undefined : (request as unknown as Record<symbol, { config?: { rateLimit?: unknown } } | undefined>)[contextKey]
   return context === undefined ? request.routeOptions.config : context.config
 }
 
