@@ -97,6 +97,28 @@ describe('options are validated once, at construction', () => {
     expect(() => new Limiter({ limit: 5 } as never)).toThrow(/Unknown option "limit"/)
   })
 
+  // Options carried over from express-rate-limit, @fastify/rate-limit, koa-ratelimit,
+  // rate-limiter-flexible and @nestjs/throttler are answered with Tollgate's name for them.
+  it.each([
+    ['windowMs', 'window'],
+    ['timeWindow', 'window'],
+    ['duration', 'window'],
+    ['ttl', 'window'],
+    ['limit', 'max'],
+    ['points', 'max'],
+    ['keyGenerator', 'key'],
+    ['standardHeaders', 'headers'],
+    ['passOnStoreError', 'onStoreError'],
+    ['skipOnError', 'onStoreError'],
+    ['keyPrefix', 'prefix'],
+    ['nameSpace', 'prefix'],
+    ['errorResponseBuilder', 'message'],
+    ['redis', 'store'],
+    ['driver', 'store'],
+  ])('answers the peer option %s with "did you mean %s"', (peer, ours) => {
+    expect(() => new Limiter({ [peer]: 1 } as never)).toThrow(new RegExp(`Unknown option "${peer}" \\(did you mean "${ours}"\\?\\)`))
+  })
+
   it('rejects limits given together with max or window', () => {
     expect(() => new Limiter({ max: 5, limits: [{ max: 1, window: '1s' }] })).toThrow(/"limits": expected limits without max or window/)
   })

@@ -45,6 +45,13 @@ describe('MemoryStore options', () => {
     ['sweepIntervalMs', '5s', '"5s" (string)'],
     ['sweepIntervalMs', null, 'null'],
     ['sweepIntervalMs', false, 'false (boolean)'],
+    ['maxKeys', 0, '0 (number)'],
+    ['maxKeys', 1.5, '1.5 (number)'],
+    ['maxKeys', '1e6', '"1e6" (string)'],
+    ['maxKeys', null, 'null'],
+    ['logger', null, 'null'],
+    ['logger', {}, '{} (object)'],
+    ['logger', 'console', '"console" (string)'],
   ]
 
   it.each(bad)('rejects %s = %p, naming the option and the value', (option, value, got) => {
@@ -71,7 +78,9 @@ describe('MemoryStore options', () => {
     const error = thrown(() => new MemoryStore({ [option]: value } as never))
     expect(error).toBeInstanceOf(TollgateError)
     expect(error?.code).toBe('TG_UNKNOWN_OPTION')
-    expect(error?.message).toBe(`Unknown MemoryStore option "${option}"; known options: sweepIntervalMs, clock [TG_UNKNOWN_OPTION]`)
+    expect(error?.message).toBe(
+      `Unknown MemoryStore option "${option}"; known options: sweepIntervalMs, clock, maxKeys, logger [TG_UNKNOWN_OPTION]`,
+    )
   })
 
   it.each([

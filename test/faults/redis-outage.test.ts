@@ -3,6 +3,7 @@ import { type Limiter, RedisStore, rateLimit, type StoreErrorPolicy } from '@tol
 import express from 'express'
 import { Redis } from 'ioredis'
 import { type RedisServer, startRedisServer } from '../harness/redis-server'
+import { type DecisionTimer, timeDecisions } from '../support/decision-times'
 import { close, get, listen } from '../support/http'
 import { loadLoop, type Sample, sleep } from '../support/load'
 
@@ -10,10 +11,15 @@ import { loadLoop, type Sample, sleep } from '../support/load'
 // client keeps its request defaults (offline queue on, 20 retries per request): the limiter's own deadline
 // must bound every request whatever the client does.
 const DEADLINE_MS = 50
-// Loopback HTTP, the event loop of this jest worker and a loaded 2-core machine add their share. The
-// slowest request of a run (maxMs, printed below) was 64-140 ms here, ~150 ms under the slower
-// --detectOpenHandles: a 200 ms bound leaves room for that and still fails a request that waited for
-// the client's own retries (seconds) instead of the limiter's deadline.
+// The bound is on the limiter's own time per decision, measured in this process from `check` to its
+// decision (support/decision-times.ts), not on the HTTP round trip: that one also carries connection
+// setup and the load loop, and on a loaded 2-core machine it reached 232-250 ms while every decision
+// kept its deadline (issue 12). Time this process spent descheduled or with its event loop busy
+// elsewhere delays every timer alike, the deadline's included; a heartbeat measures it and it is set
+// apart (`stalledMs`). Beside a CPU-bound process on 2 cores the slowest decision took 40-65 ms of its
+// own (up to 283 ms of wall time, 555 ms of HTTP round trip): a 200 ms bound leaves room for the
+// deadline timer's own lateness and still fails a decision that waited for the client's own retries
+// (1.3-4.8 s of its own with the deadline taken out) instead of the limiter's deadline.
 const MARGIN_MS = 150
 
 let redis: RedisServer
@@ -21,6 +27,7 @@ let client: Redis
 let server: Server
 let url: string
 let limiter: Limiter<express.Request>
+let timer: DecisionTimer
 const events = { storeError: 0, recover: 0, fallback: 0 }
 const unhandled: unknown[] = []
 const onUnhandled = (reason: unknown) => void unhandled.push(reason)
@@ -55,6 +62,7 @@ async function start(onStoreError: StoreErrorPolicy, max = 1_000_000) {
     logger,
   })
   limiter = middleware.limiter
+  timer = timeDecisions(limiter)
   limiter.on('storeError', () => events.storeError++)
   limiter.on('recover', () => events.recover++)
   limiter.on('fallback', () => events.fallback++)
@@ -76,6 +84,7 @@ beforeEach(() => {
 })
 afterEach(async () => {
   process.off('unhandledRejection', onUnhandled)
+  timer.stop()
   await close(server)
   client.disconnect()
   await redis.stop()
@@ -103,6 +112,21 @@ function summary(samples: Sample[]) {
   return { n: samples.length, maxMs: Math.round(Math.max(...samples.map((s) => s.ms))), statuses, sources }
 }
 
+/** The limiter's own time per decision (p50, p99, max) as the deadline bounds it, and the wall time and stalls beside it. */
+function timing() {
+  const decisions = timer.decisions()
+  const own = decisions.map((d) => d.ownMs).sort((a, b) => a - b)
+  const at = (q: number) => Math.round(own[Math.min(own.length - 1, Math.floor(q * own.length))] ?? Number.NaN)
+  return {
+    n: own.length,
+    p50Ms: at(0.5),
+    p99Ms: at(0.99),
+    maxMs: Math.round(own[own.length - 1] ?? Number.NaN),
+    maxWallMs: Math.round(Math.max(...decisions.map((d) => d.ms))),
+    longestStallMs: Math.round(timer.longestStallMs()),
+  }
+}
+
 describe('Redis failures under load (default policy: fall back to memory)', () => {
   it('SIGKILL: no request waits past the deadline, none fails, the outage is logged once, and decisions return to Redis after a restart', async () => {
     await start('fallback')
@@ -118,11 +142,17 @@ describe('Redis failures under load (default policy: fall back to memory)', () =
     await load.stop()
     const during = load.samples.filter((s) => s.at > killedAt)
     const report = summary(load.samples)
-    console.info('SIGKILL under load:', JSON.stringify({ ...report, duringOutage: summary(during), recoveredInMs: recoveredIn }))
+    const decided = timing()
+    console.info(
+      'SIGKILL under load:',
+      JSON.stringify({ http: report, decisions: decided, duringOutage: summary(during), recoveredInMs: recoveredIn }),
+    )
     expect(load.errors).toEqual([])
     expect(report.statuses[500]).toBeUndefined()
     expect(report.statuses[200]).toBe(report.n)
-    expect(report.maxMs).toBeLessThan(DEADLINE_MS + MARGIN_MS)
+    // Every request of the load was decided, and timed, by the limiter (plus waitForSource's).
+    expect(decided.n).toBeGreaterThanOrEqual(report.n)
+    expect(decided.maxMs).toBeLessThan(DEADLINE_MS + MARGIN_MS)
     expect(report.sources.fallback).toBeGreaterThan(0)
     expect(report.sources.store).toBeGreaterThan(0)
     expect(events.fallback).toBeGreaterThanOrEqual(report.sources.fallback!)
@@ -148,13 +178,20 @@ describe('Redis failures under load (default policy: fall back to memory)', () =
     await sleep(300)
     await load.stop()
     const report = summary(load.samples)
+    const decided = timing()
     console.info(
       'SIGSTOP under load:',
-      JSON.stringify({ ...report, duringFreeze: summary(load.samples.filter((s) => s.at > frozenAt)), recoveredInMs: recoveredIn }),
+      JSON.stringify({
+        http: report,
+        decisions: decided,
+        duringFreeze: summary(load.samples.filter((s) => s.at > frozenAt)),
+        recoveredInMs: recoveredIn,
+      }),
     )
     expect(load.errors).toEqual([])
     expect(report.statuses[200]).toBe(report.n)
-    expect(report.maxMs).toBeLessThan(DEADLINE_MS + MARGIN_MS)
+    expect(decided.n).toBeGreaterThanOrEqual(report.n)
+    expect(decided.maxMs).toBeLessThan(DEADLINE_MS + MARGIN_MS)
     expect(report.sources.fallback).toBeGreaterThan(100)
     expect(events.recover).toBe(1)
     // The freeze shows up as timeouts rather than refused connections: still one line each way.
@@ -172,15 +209,14 @@ describe.each([
     await start(policy, 3)
     await redis.kill('SIGKILL')
     const replies = []
-    for (let i = 0; i < 5; i++) {
-      const t = performance.now()
-      replies.push({ ...(await get(url, { headers: { 'X-Forwarded-For': '192.0.2.1' } })), ms: performance.now() - t })
-    }
+    for (let i = 0; i < 5; i++) replies.push(await get(url, { headers: { 'X-Forwarded-For': '192.0.2.1' } }))
     const statuses: Record<number, number> = {}
     for (const r of replies) statuses[r.status] = (statuses[r.status] ?? 0) + 1
     expect(statuses).toEqual(expected)
+    const decisions = timer.decisions()
+    expect(decisions).toHaveLength(5)
+    for (const d of decisions) expect(d.ownMs).toBeLessThan(DEADLINE_MS + MARGIN_MS)
     for (const r of replies) {
-      expect(r.ms).toBeLessThan(DEADLINE_MS + MARGIN_MS)
       if (r.status === 200) expect(r.body).toBe(source)
       else expect(r.headers['retry-after']).toBeDefined()
     }

@@ -21,10 +21,16 @@ export function clientKey(key: string): string {
   return `#${createHash('sha256').update(key).digest('base64url')}`
 }
 
-/** `<prefix>{<client key>}` */
+/**
+ * `<prefix>{<client key>}`. A brace inside the client key would end the Cluster hash tag early (a key
+ * starting with "}" hashes on nothing, and one client's keys would spread over slots: CROSSSLOT), so
+ * braces are escaped, and with them "%", the escape character, which keeps the escaping one to one.
+ */
 export function storeKey(prefix: string, client: string): string {
-  return `${prefix}{${client}}`
+  return `${prefix}{${TAG_UNSAFE.test(client) ? client.replace(/[{}%]/g, escapeChar) : client}}`
 }
+const TAG_UNSAFE = /[{}%]/
+const escapeChar = (c: string) => (c === '{' ? '%7B' : c === '}' ? '%7D' : '%25')
 
 /** Key stem of limit `i`: the plain store key for a single limit (so the default key stays `<prefix>{<client>}:<window>`). */
 export function stem(call: Pick<StoreCall, 'storeKey' | 'limits'>, i: number): string {

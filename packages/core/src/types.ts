@@ -141,6 +141,12 @@ export interface Store {
    * for the rest of the window). Must agree with `admit` for algorithm "fixed-window": the same keys.
    */
   increment?(key: string, cost: number, windowMs: number, now: number): MaybePromise<number>
+  /**
+   * Optional: the failure domain of a store key (a Redis Cluster node), so that a failure opens the
+   * circuit of that node only and clients on the others keep their store decisions. Without it the
+   * store is one domain.
+   */
+  nodeOf?(storeKey: string): string
 }
 
 /** What an adapter tells the core about its framework's requests. */

@@ -31,12 +31,15 @@ const hooks = {
   ip: (req: Request) => req.ip,
   diagnose(req: Request): string | null | undefined {
     const trust = req.app.get('trust proxy')
+    // true makes req.ip the leftmost X-Forwarded-For entry, which any client can write, even through
+    // a proxy that appends to the header (issue 12). It is never needed: a hop count or the proxies'
+    // addresses say the same for honest traffic, so this is warned at the first request.
     if (trust === true) {
-      return 'Express "trust proxy" is true, so any client can choose its own IP with X-Forwarded-For and escape the limit; trust only your proxies (e.g. "loopback" or a hop count).'
+      return `Express "trust proxy" is true, so req.ip is the leftmost X-Forwarded-For entry, which any client can write: a client that varies it is never limited. Trust only your proxies: app.set('trust proxy', <number of proxies>) or their addresses (e.g. 1 behind one proxy, 'loopback' for a proxy on this host).`
     }
     if (trust) return null // specific proxies are trusted: nothing more to check
     if (req.headers['x-forwarded-for'] !== undefined) {
-      return 'a request carried X-Forwarded-For but Express does not trust proxies, so every client behind the proxy shares one limit; set app.set("trust proxy", ...) to your proxies.'
+      return `a request carried X-Forwarded-For but Express does not trust proxies, so every client behind the proxy shares one limit; set app.set('trust proxy', <number of proxies>) or their addresses (e.g. 1 behind one proxy).`
     }
     return undefined
   },

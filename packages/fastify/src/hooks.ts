@@ -30,31 +30,44 @@ export type Run = Gate<FastifyRequest, FastifyReply, undefined>
 
 // fastify keeps its constructor options under a private symbol and leaves trustProxy out of
 // initialConfig; this only feeds a warning, so a fastify that moves it just loses the warning.
-const trustAll = new WeakMap<FastifyInstance, boolean>()
-function trustsEveryProxy(server: FastifyInstance): boolean {
-  let known = trustAll.get(server)
+const trustOptions = new WeakMap<FastifyInstance, { value: unknown }>()
+function trustProxyOption(server: FastifyInstance): unknown {
+  let known = trustOptions.get(server)
   if (known === undefined) {
-    known = false
+    known = { value: undefined }
     for (let o: object | null = server; o !== null; o = Object.getPrototypeOf(o)) {
       const symbol = Object.getOwnPropertySymbols(o).find((s) => s.description === 'fastify.options')
       if (symbol === undefined) continue
-      known = (o as Record<symbol, { trustProxy?: unknown } | undefined>)[symbol]?.trustProxy === true
+      known.value = (o as Record<symbol, { trustProxy?: unknown } | undefined>)[symbol]?.trustProxy
       break
     }
-    trustAll.set(server, known)
+    trustOptions.set(server, known)
   }
-  return known
+  return known.value
 }
+
+const USE_ADDRESSES = `Fastify({ trustProxy: '<proxy IPs or CIDRs>' }) (e.g. '10.0.0.0/8', or '127.0.0.1' for a proxy on this host)`
 
 function problem(request: FastifyRequest): string | null | undefined {
   // fastify defines request.ips only when trustProxy is set (reading it parses X-Forwarded-For, so
   // this runs until the setup is known: null stops further checks).
   if (request.ips === undefined) {
     if (request.headers['x-forwarded-for'] === undefined) return undefined
-    return 'a request carried X-Forwarded-For but fastify does not trust proxies, so every client behind the proxy shares one limit; set the trustProxy server option to your proxies.'
+    return `a request carried X-Forwarded-For but fastify does not trust proxies, so every client behind the proxy shares one limit; trust your proxies' addresses: ${USE_ADDRESSES}.`
   }
-  if (trustsEveryProxy(request.server)) {
-    return 'the fastify trustProxy option is true, so any client can choose its own IP with X-Forwarded-For and escape the limit; trust only your proxies (e.g. "loopback" or a hop count).'
+  const trust = trustProxyOption(request.server)
+  // true makes request.ip the leftmost X-Forwarded-For entry, which any client can write, even through
+  // a proxy that appends to the header (issue 12). The proxies' addresses say the same for honest
+  // traffic, so this is warned at the first request.
+  if (trust === true) {
+    return `the fastify trustProxy option is true, so request.ip is the leftmost X-Forwarded-For entry, which any client can write: a client that varies it is never limited. Trust only your proxies' addresses: ${USE_ADDRESSES}.`
+  }
+  // fastify 5.12.1 dropped hop counts (they cannot check who sent the header): a number now trusts
+  // no proxy, and request.ip stays the proxy's own address. Earlier 5.x honour it.
+  if (typeof trust === 'number') {
+    if (request.headers['x-forwarded-for'] === undefined) return undefined
+    if (request.ip !== request.socket.remoteAddress) return null
+    return `the fastify trustProxy option is a hop count (${trust}), which this fastify ignores (5.12.1 and later), so request.ip is the proxy's address and every client behind the proxy shares one limit; trust your proxies' addresses instead: ${USE_ADDRESSES}.`
   }
   return null
 }

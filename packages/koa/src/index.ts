@@ -26,12 +26,22 @@ export type RateLimitMiddleware = ((ctx: Context, next: Next) => Promise<unknown
 
 const hooks: AdapterHooks<Context> = {
   ip: (ctx) => ctx.ip,
-  // Koa has one switch, app.proxy: when on it trusts the proxy header from any peer (there is no
-  // list of proxies to get wrong), so only the header arriving while it is off can be diagnosed.
   diagnose(ctx) {
-    if (ctx.app.proxy) return null // the only switch Koa has is on: nothing more to check
-    if (ctx.get(ctx.app.proxyIpHeader || 'X-Forwarded-For') === '') return undefined
-    return `a request carried ${ctx.app.proxyIpHeader || 'X-Forwarded-For'} but Koa does not trust proxies, so every client behind the proxy shares one limit; set app.proxy = true when Koa runs behind a proxy.`
+    const app = ctx.app
+    const header = app.proxyIpHeader || 'X-Forwarded-For'
+    if (app.proxy) {
+      // Koa trusts the header from any peer; app.maxIpsCount is its only way to say how many entries
+      // its proxies wrote. At 0 (the default) ctx.ip is the leftmost entry, which the client writes
+      // whenever a proxy appends to the header (issue 12). A count states the setup: nothing to check.
+      if (app.maxIpsCount > 0) return null
+      // With one entry the leftmost is the rightmost: maxIpsCount would not change ctx.ip, and honest
+      // traffic through one proxy looks like this, so only more entries are worth a warning.
+      const value = ctx.get(header)
+      if (!value.includes(',')) return undefined
+      return `a request carried ${header} with ${value.split(',').length} entries and Koa keys it by the leftmost (app.proxy is on and app.maxIpsCount is 0), which any client can write: a client that varies it is never limited. Set app.maxIpsCount = <number of proxies in front of Koa> (1 behind one proxy).`
+    }
+    if (ctx.get(header) === '') return undefined
+    return `a request carried ${header} but Koa does not trust proxies, so every client behind the proxy shares one limit; when Koa runs behind proxies, set app.proxy = true and app.maxIpsCount = <number of proxies> (1 behind one proxy).`
   },
 }
 

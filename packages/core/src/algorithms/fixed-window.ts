@@ -10,7 +10,7 @@ import { counterRefundScript, counterUnavailable, counterWrites, type Windows, w
  *
  * Two ways to count, one decision (`verdict` below):
  * - the fast path, a single limit on a store with `increment`: `MULTI; INCRBY key cost; PEXPIRE key
- *   ttl; EXEC` (FIXED_WINDOW_COMMANDS), batched and merged per key in Redis. It counts refused requests
+ *   ttl; EXEC` (addFixedWindow), batched and merged per key in Redis. It counts refused requests
  *   too: the count INCRBY returns is the decision's only input, read and write in one atomic step, so
  *   a concurrent burst cannot slip past the limit the way GET-then-INCR lets it. That is the classic
  *   Redis pattern; it also makes "over the limit" permanent for the rest of the window, which is what
@@ -29,9 +29,13 @@ export interface RedisTransactionLike {
 }
 
 /**
- * The fast path's commands for one window key: `INCRBY key cost; PEXPIRE key ttl`, inside the caller's
- * MULTI. PEXPIRE runs in the same transaction, so no key ever exists without a TTL, even if the client
- * dies mid-request; re-arming the TTL on every hit cannot stretch the window, which is in the key's name.
+ * The fast path's commands for one window key, inside the caller's MULTI: `INCRBY key cost; PEXPIRE key
+ * ttl`, the classic pattern. PEXPIRE runs in the same transaction, so no key ever exists without a TTL,
+ * even if the client dies mid-request; re-arming the TTL on every hit cannot stretch the window, which
+ * is in the key's name. A refusal cannot split the two either (#12): Redis checks ACL and maxmemory as
+ * it queues each command, and a refused INCRBY or PEXPIRE (NOPERM, OOM) makes EXEC abort the whole
+ * transaction (EXECABORT) before anything is written (checked against Redis 7 with an ACL user lacking
+ * PEXPIRE: test/faults/redis-acl.test.ts).
  */
 export function addFixedWindow(tx: RedisTransactionLike, key: string, cost: number, ttlMs: number): void {
   // Arguments as strings: ioredis spends ~2 µs more per key converting numbers itself. The chained
@@ -39,15 +43,17 @@ export function addFixedWindow(tx: RedisTransactionLike, key: string, cost: numb
   // second in bench/store-bench.mjs.
   tx.incrby(key, String(cost)).pexpire(key, String(ttlMs))
 }
-/** Replies per key of addFixedWindow; the INCRBY reply is the first. */
+/** Replies per key of addFixedWindow. */
 export const FIXED_WINDOW_REPLIES = 2
+/** Which of a key's FIXED_WINDOW_REPLIES replies is the count (INCRBY's), counted from 0. */
+export const FIXED_WINDOW_COUNT_REPLY = 0
 
 /** TTL of a window key written at `now`: the rest of the window, plus the margin. */
 export function fixedWindowTtl(windowMs: number, now: number): number {
   return (windowIndex(now, windowMs) + 1) * windowMs - now + TTL_MARGIN_MS
 }
 
-/** Several limits: GET each count; if all fit, INCRBY and PEXPIRE each. */
+/** Several limits: GET each count; if all fit, create each key with its TTL, then INCRBY each (counterWrites). */
 const FIXED_WINDOW_SCRIPT = `${LUA_HEAD}
 for i = 1, #KEYS do
   local c = tonumber(redis.call('GET', KEYS[i]) or '0')
@@ -61,12 +67,16 @@ function memory(windows: Windows): MemoryTwin {
   return windowTwin(windows, {
     read(call, i, values) {
       const { max, windowMs } = call.limits[i]!
-      const cur = windows.current(windowMs, call.now).counts.get(stem(call, i)) ?? 0
+      const counts = windows.current(windowMs, call.now).counts
+      const cur = counts.get(windows.bound.keyIn(counts, stem(call, i))) ?? 0
       values.push(cur, cur)
       return cur + call.cost <= max
     },
     write(call, i, values) {
       values[2 * i + 1] = windows.increment(stem(call, i), call.cost, call.limits[i]!.windowMs, call.now)
+    },
+    seed(call, i, a, b, admitted) {
+      windows.seed(stem(call, i), call.limits[i]!.windowMs, call.now, admitted ? b : a)
     },
   })
 }

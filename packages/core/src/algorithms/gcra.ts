@@ -2,6 +2,7 @@ import { stem } from '../keys'
 import type { LimitSpec, StoreCall } from '../types'
 import type { Algorithm } from './algorithm'
 import { LUA_HEAD, LUA_REPLY, type MemoryTwin, oneKeyPerLimit, TTL_MARGIN_MS, type Verdict } from './protocol'
+import type { Windows } from './windows'
 
 /*
  * Generic cell rate algorithm (as redis-cell's CL.THROTTLE): one emission interval T = W / max per
@@ -109,11 +110,12 @@ for i = 1, #KEYS do
 end
 return 1`
 
-function memory(): MemoryTwin {
+function memory(windows: Windows): MemoryTwin {
   const tats = new Map<string, Tat>()
+  const keyOf = (call: StoreCall, i: number) => windows.bound.keyIn(tats, stem(call, i))
   const next = (call: StoreCall, i: number): { before: Tat; after: Tat } => {
     const { max, windowMs } = call.limits[i]!
-    const stored = tats.get(stem(call, i))
+    const stored = tats.get(keyOf(call, i))
     const before = stored !== undefined && isAfter(stored, call.now) ? stored : { ms: call.now, rem: 0 }
     return { before, after: max > 0 ? addUnits(before, call.cost * windowMs, max) : before }
   }
@@ -126,10 +128,21 @@ function memory(): MemoryTwin {
       return max > 0 && (after.ms - call.now) * max + after.rem <= burst * windowMs
     },
     write(call, i) {
-      tats.set(stem(call, i), next(call, i).after)
+      tats.set(keyOf(call, i), next(call, i).after)
+    },
+    seed(call, i, a, b, admitted) {
+      // The store's TAT in ms (fractional when T is not whole), back to ms + rem / max.
+      const { max } = call.limits[i]!
+      const at = admitted ? b : a
+      const ms = Math.floor(at)
+      const tat = { ms, rem: max > 0 ? Math.min(max - 1, Math.round((at - ms) * max)) : 0 }
+      const key = keyOf(call, i)
+      const held = tats.get(key)
+      if (isAfter(tat, call.now) && (held === undefined || tat.ms > held.ms || (tat.ms === held.ms && tat.rem > held.rem)))
+        tats.set(key, tat)
     },
     refund(call, i) {
-      const key = stem(call, i)
+      const key = keyOf(call, i)
       const { max, windowMs } = call.limits[i]!
       const stored = tats.get(key)
       if (stored === undefined || max <= 0) return

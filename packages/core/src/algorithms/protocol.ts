@@ -34,6 +34,12 @@ export interface MemoryTwin {
   read(call: StoreCall, i: number, values: number[]): boolean
   /** Counts limit `i` (called for every limit, once all fit), fixing up its numbers in `values` if need be. */
   write(call: StoreCall, i: number, values: number[]): void
+  /**
+   * Takes limit `i`'s state from another store's answer (`a`, `b`, `admitted` as that store returned
+   * them), keeping whichever is further along: the fallback continues the count of the store it
+   * stands in for. May be conservative (count more than the store did), never less.
+   */
+  seed(call: StoreCall, i: number, a: number, b: number, admitted: boolean): void
   refund(call: StoreCall, i: number): void
   forget(call: StoreCall, i: number): void
   /** Drops what has expired by `now`. */

@@ -1,7 +1,8 @@
 import { stem } from '../keys'
-import type { LimitSpec } from '../types'
+import type { LimitSpec, StoreCall } from '../types'
 import type { Algorithm } from './algorithm'
 import { LUA_HEAD, LUA_REPLY, type MemoryTwin, oneKeyPerLimit, TTL_MARGIN_MS, type Verdict } from './protocol'
+import type { Windows } from './windows'
 
 /*
  * Sliding log: exact rolling window, one entry per admitted unit, scored by time. One key per limit,
@@ -10,6 +11,12 @@ import { LUA_HEAD, LUA_REPLY, type MemoryTwin, oneKeyPerLimit, TTL_MARGIN_MS, ty
  * for an exact Retry-After.
  */
 
+/**
+ * A sorted set cannot be created with a TTL, so the writes go PEXPIRE first (re-arming an existing
+ * log), then ZADD, then PEXPIRE again for a log the ZADD created. A user who may not run PEXPIRE is
+ * refused before anything is written, and one who may not run ZADD leaves the TTL re-armed: a script is
+ * not rolled back when Redis refuses one of its commands, and no refusal can leave a log without a TTL (#12).
+ */
 const SLIDING_LOG_SCRIPT = `${LUA_HEAD}
 for i = 1, #KEYS do
   local max = tonumber(ARGV[3 * i + 1])
@@ -26,11 +33,15 @@ for i = 1, #KEYS do
   if c + cost > max then ok = 0 end
 end
 if ok == 1 then
+  local fresh = {}
+  for i = 1, #KEYS do
+    fresh[i] = redis.call('PEXPIRE', KEYS[i], tonumber(ARGV[3 * i + 2]) + ${TTL_MARGIN_MS}) == 0
+  end
   for i = 1, #KEYS do
     for j = 1, cost do
       redis.call('ZADD', KEYS[i], now, ARGV[3] .. ':' .. j)
     end
-    redis.call('PEXPIRE', KEYS[i], tonumber(ARGV[3 * i + 2]) + ${TTL_MARGIN_MS})
+    if fresh[i] then redis.call('PEXPIRE', KEYS[i], tonumber(ARGV[3 * i + 2]) + ${TTL_MARGIN_MS}) end
   end
 end${LUA_REPLY}`
 
@@ -50,17 +61,22 @@ interface Log {
   members: string[]
 }
 
-function memory(): MemoryTwin {
+function memory(windows: Windows): MemoryTwin {
   const logs = new Map<string, Log>()
+  const keyOf = (call: StoreCall, i: number) => windows.bound.keyIn(logs, stem(call, i))
+  const logOf = (call: StoreCall, i: number): Log => {
+    const key = keyOf(call, i)
+    let log = logs.get(key)
+    if (log === undefined) {
+      log = { windowMs: call.limits[i]!.windowMs, times: [], members: [] }
+      logs.set(key, log)
+    }
+    return log
+  }
   return {
     read(call, i, values) {
       const { max, windowMs: w } = call.limits[i]!
-      const key = stem(call, i)
-      let log = logs.get(key)
-      if (log === undefined) {
-        log = { windowMs: w, times: [], members: [] }
-        logs.set(key, log)
-      }
+      const log = logOf(call, i)
       let drop = 0
       while (drop < log.times.length && log.times[drop]! <= call.now - w) drop++
       if (drop > 0) {
@@ -72,7 +88,7 @@ function memory(): MemoryTwin {
       return c + call.cost <= max
     },
     write(call, i) {
-      const log = logs.get(stem(call, i))!
+      const log = logOf(call, i)
       for (let j = 1; j <= call.cost; j++) {
         // Keep times ascending even if the clock steps back.
         let at = log.times.length
@@ -81,8 +97,17 @@ function memory(): MemoryTwin {
         log.members.splice(at, 0, `${call.id}:${j}`)
       }
     },
+    seed(call, i, a, _b, admitted) {
+      // The store's entries cannot be copied, only counted: the missing ones are added at `now`, so
+      // they leave later than the store's would. The fallback then refuses a little longer, never admits more.
+      const log = logOf(call, i)
+      for (let n = log.times.length; n < (admitted ? a + call.cost : a); n++) {
+        log.times.push(call.now)
+        log.members.push(`seed:${call.id}:${n}`)
+      }
+    },
     refund(call, i) {
-      const log = logs.get(stem(call, i))
+      const log = logs.get(keyOf(call, i))
       if (log === undefined) return
       for (let j = 1; j <= call.cost; j++) {
         const at = log.members.indexOf(`${call.id}:${j}`)

@@ -31,7 +31,7 @@ function memory(windows: Windows): MemoryTwin {
     read(call, i, values) {
       const { max, windowMs: w } = call.limits[i]!
       const group = windows.current(w, call.now, true)
-      const key = stem(call, i)
+      const key = windows.bound.keyIn(group.counts, stem(call, i))
       const cur = group.counts.get(key) ?? 0
       const prev = group.previous.get(key) ?? 0
       const e = call.now - windowIndex(call.now, w) * w
@@ -40,6 +40,9 @@ function memory(windows: Windows): MemoryTwin {
     },
     write(call, i) {
       windows.increment(stem(call, i), call.cost, call.limits[i]!.windowMs, call.now)
+    },
+    seed(call, i, prev, cur, admitted) {
+      windows.seed(stem(call, i), call.limits[i]!.windowMs, call.now, admitted ? cur + call.cost : cur, prev)
     },
   })
 }

@@ -1,5 +1,6 @@
 import { stem, windowIndex } from '../keys'
 import type { LimitSpec } from '../types'
+import type { MemoryBound } from './memory-bound'
 import { LUA_REPLY, type MemoryTwin, TTL_MARGIN_MS } from './protocol'
 
 /**
@@ -11,6 +12,8 @@ import { LUA_REPLY, type MemoryTwin, TTL_MARGIN_MS } from './protocol'
  */
 export class Windows {
   private readonly groups = new Map<number, Group>()
+
+  constructor(readonly bound: MemoryBound) {}
 
   /** The counts of the window of length `windowMs` containing `now`. */
   current(windowMs: number, now: number, sliding = false): Group {
@@ -34,9 +37,16 @@ export class Windows {
   /** Adds `cost` to `key` in the current window; the count after it. */
   increment(key: string, cost: number, windowMs: number, now: number): number {
     const counts = this.current(windowMs, now).counts
-    const count = (counts.get(key) ?? 0) + cost
-    counts.set(key, count)
+    const held = this.bound.keyIn(counts, key)
+    const count = (counts.get(held) ?? 0) + cost
+    counts.set(held, count)
     return count
+  }
+
+  /** `key`'s count in the window containing `now`. */
+  read(key: string, windowMs: number, now: number): number {
+    const counts = this.current(windowMs, now).counts
+    return counts.get(this.bound.keyIn(counts, key)) ?? 0
   }
 
   /**
@@ -50,8 +60,25 @@ export class Windows {
     if (group === undefined) return
     const index = windowIndex(now, windowMs)
     const counts = index === group.index ? group.counts : index === group.index - 1 && group.previous !== EMPTY ? group.previous : undefined
-    const c = counts?.get(key)
-    if (c !== undefined && c > 0) counts!.set(key, c - Math.min(c, cost))
+    if (counts === undefined) return
+    const held = this.bound.keyIn(counts, key)
+    const c = counts.get(held)
+    if (c !== undefined && c > 0) counts.set(held, c - Math.min(c, cost))
+  }
+
+  /**
+   * Raises `key`'s count in the window containing `now` to `count` (and, for a sliding window, the
+   * previous window's to `previous`), never lowering either: another store's count carried over.
+   */
+  seed(key: string, windowMs: number, now: number, count: number, previous?: number): void {
+    const group = this.current(windowMs, now, previous !== undefined)
+    if (group.index !== windowIndex(now, windowMs)) return // the clock stepped back: keep the newer window
+    const held = this.bound.keyIn(group.counts, key)
+    if (count > (group.counts.get(held) ?? 0)) group.counts.set(held, count)
+    if (previous !== undefined && previous > (group.previous.get(held) ?? 0)) {
+      if (group.previous === EMPTY) group.previous = new Map()
+      group.previous.set(held, previous)
+    }
   }
 
   delete(key: string, windowMs: number): void {
@@ -110,10 +137,11 @@ return 1`
  * The memory twin of a window algorithm: its own read and write over the shared windows; refund and
  * forget are the same for both (the current window's counter of each limit).
  */
-export function windowTwin(windows: Windows, own: Pick<MemoryTwin, 'read' | 'write'>): MemoryTwin {
+export function windowTwin(windows: Windows, own: Pick<MemoryTwin, 'read' | 'write' | 'seed'>): MemoryTwin {
   return {
     read: own.read,
     write: own.write,
+    seed: own.seed,
     refund: (call, i) => windows.decrement(stem(call, i), call.cost, call.limits[i]!.windowMs, call.now),
     forget: (call, i) => windows.delete(stem(call, i), call.limits[i]!.windowMs),
     prune() {}, // the store prunes the shared windows
@@ -122,20 +150,24 @@ export function windowTwin(windows: Windows, own: Pick<MemoryTwin, 'read' | 'wri
 }
 
 /**
- * The write half of a window algorithm's admit script, run once every limit fits: INCRBY the current
- * window's key of each limit (the first of its `step` keys) and PEXPIRE it `windowsAhead` window ends
- * from now plus the margin, in the same script, so the key never exists without a TTL. With `report`,
- * the count after the INCRBY replaces the limit's second number.
+ * The write half of a window algorithm's admit script, run once every limit fits, for the current
+ * window's key of each limit (the first of its `step` keys). First every key is created with its TTL,
+ * `windowsAhead` window ends from now plus the margin (`SET key 0 PX ttl NX`, which leaves an existing
+ * key and its TTL alone); only then is each counted (INCRBY keeps the TTL). A script is not rolled back
+ * when Redis refuses one of its commands (ACL, maxmemory): with the TTL set before any count, a refusal
+ * at any step leaves every key it touched with a TTL (#12), where INCRBY-then-PEXPIRE left a count that
+ * never expired. With `report`, the count after the INCRBY replaces the limit's second number.
  */
 export function counterWrites(step: number, windowsAhead: number, report: boolean): string {
   return `
 if ok == 1 then
   for i = 1, #KEYS / ${step} do
-    local key = KEYS[(i - 1) * ${step} + 1]
     local w = tonumber(ARGV[3 * i + 2])
-    local count = redis.call('INCRBY', key, cost)
+    redis.call('SET', KEYS[(i - 1) * ${step} + 1], '0', 'PX', (math.floor(now / w) + ${windowsAhead}) * w - now + ${TTL_MARGIN_MS}, 'NX')
+  end
+  for i = 1, #KEYS / ${step} do
+    local count = redis.call('INCRBY', KEYS[(i - 1) * ${step} + 1], cost)
     ${report ? 'out[2 * i + 1] = count' : ''}
-    redis.call('PEXPIRE', key, (math.floor(now / w) + ${windowsAhead}) * w - now + ${TTL_MARGIN_MS})
   end
 end${LUA_REPLY}`
 }

@@ -2,25 +2,11 @@ import type { Algorithm } from '../algorithms'
 import { decide, peekAt } from '../algorithms/decision'
 import { fixedWindow } from '../algorithms/fixed-window'
 import { decisive } from '../headers'
-import { storeKey, windowIndex } from '../keys'
+import { windowIndex } from '../keys'
 import type { Config } from '../options/parse-options'
-import { makeLimit } from '../options/parse-options'
-import {
-  type Decision,
-  type DecisionSource,
-  isThenable,
-  type LimitSpec,
-  type MaybePromise,
-  type Store,
-  type StoreCall,
-  type StoreResult,
-} from '../types'
+import { type Decision, type DecisionSource, isThenable, type MaybePromise, type Store, type StoreCall, type StoreResult } from '../types'
+import { CallParts } from './call-parts'
 import type { Resilience } from './resilience'
-
-/** Dynamic `max` values whose limits (and so policy strings) are kept built. */
-const MAX_CACHED_LIMITS = 256
-/** Store keys kept built, per limiter; the memo starts over when it reaches this size. */
-const MAX_CACHED_STORE_KEYS = 16384
 
 /**
  * The one counting path: a client key, max and cost in, a decision out, the store's returned count
@@ -35,12 +21,6 @@ export class Counting<Req> {
   /** The store is not in this process: it has a deadline, can fail, and the over-limit cache applies. */
   private readonly remote: boolean
   private readonly refunds: boolean
-  private readonly limits = new Map<number, LimitSpec>()
-  /**
-   * Store keys by client key. A client's requests then share one key string, whose hash V8 keeps:
-   * building and hashing a fresh prefix+{key} per request was ~40% of the memory store's time.
-   */
-  private storeKeys = new Map<string, string>()
   /**
    * Clients already over the limit in window `overWindow`, with the count the store last returned.
    * Keyed by client key, not store key: the prefix is this limiter's own, so the two are one to one,
@@ -50,8 +30,7 @@ export class Counting<Req> {
   private overWindow = -1
   /** The store call behind each admitted decision, for refunds. */
   private readonly calls = new WeakMap<Decision, StoreCall>()
-  private sequence = 0
-  private readonly instance = Math.random().toString(36).slice(2, 10)
+  private readonly parts: CallParts
 
   constructor(
     private readonly config: Config<Req>,
@@ -62,6 +41,7 @@ export class Counting<Req> {
     this.fast = algorithm === fixedWindow && config.limits === undefined && typeof config.store.increment === 'function'
     this.remote = !config.store.local
     this.refunds = config.skipFailedRequests || config.skipSuccessfulRequests
+    this.parts = new CallParts(config as Config<unknown>, algorithm)
   }
 
   count(clientKey: string, max: number, cost: number): MaybePromise<Decision> {
@@ -81,14 +61,15 @@ export class Counting<Req> {
         const known = this.refunds ? undefined : this.over.get(clientKey)
         if (known !== undefined && known + cost > max) return this.fromCount(clientKey, undefined, known + cost, max, cost, now, 'cache')
       }
-      if (this.resilience.isOpen(now)) return this.failed(undefined, clientKey, max, cost, now)
+      if (this.resilience.degraded && this.resilience.isOpen(this.parts.storeKey(clientKey), now))
+        return this.failed(undefined, clientKey, max, cost, now)
     }
     return this.countIn(c.store, 'store', clientKey, max, cost, now)
   }
 
   /** What `clientKey` has left, counting nothing and emitting nothing (see decision.ts, peekAt). */
   peek(clientKey: string, max: number): MaybePromise<Decision> {
-    const call = this.call(clientKey, this.limitsFor(max), 0, this.config.clock())
+    const call = this.parts.call(clientKey, this.parts.limitsFor(max), 0, this.config.clock())
     const result = this.config.store.admit(call)
     return isThenable(result) ? result.then((r) => this.peeked(call, r, clientKey)) : this.peeked(call, result, clientKey)
   }
@@ -96,7 +77,7 @@ export class Counting<Req> {
   /** Forgets everything counted for `clientKey` (in the current window, for the window algorithms). */
   forget(clientKey: string, max: number): MaybePromise<void> {
     this.over.delete(clientKey)
-    return this.config.store.forget(this.call(clientKey, this.limitsFor(max), 0, this.config.clock()))
+    return this.config.store.forget(this.parts.call(clientKey, this.parts.limitsFor(max), 0, this.config.clock()))
   }
 
   /** Undoes an admitted decision, in the store that counted it. */
@@ -116,12 +97,12 @@ export class Counting<Req> {
     const failed = source === 'store' && this.remote ? (error: unknown) => this.failed(error, clientKey, max, cost, now) : undefined
     try {
       if (this.fast) {
-        const key = this.storeKey(clientKey)
+        const key = this.parts.storeKey(clientKey)
         const counted = store.increment!(key, cost, this.config.windowMs, now)
         if (!isThenable(counted)) return this.fromCount(clientKey, key, counted, max, cost, now, source)
         return counted.then((n) => this.fromCount(clientKey, key, n, max, cost, now, source), failed)
       }
-      const call = this.call(clientKey, this.limitsFor(max), cost, now)
+      const call = this.parts.call(clientKey, this.parts.limitsFor(max), cost, now)
       const result = store.admit(call)
       if (!isThenable(result)) return this.fromResult(call, result, clientKey, source)
       return result.then((r) => this.fromResult(call, r, clientKey, source), failed)
@@ -141,22 +122,33 @@ export class Counting<Req> {
     now: number,
     source: DecisionSource,
   ): Decision {
-    if (source === 'store' && this.remote) {
-      if (this.resilience.degraded) this.resilience.recovered()
+    if (source === 'store' && this.remote && key !== undefined) {
+      const r = this.resilience
+      if (r.degraded) r.answered(key)
+      count = r.mirrorCount(key, this.config.windowMs, now, count, cost)
       // Only cache a verdict for the window it was made in; a reply can arrive after the edge.
       if (count > max && !this.refunds && windowIndex(now, this.config.windowMs) === this.overWindow) this.over.set(clientKey, count)
     }
-    const limit = this.limitFor(max)
+    const limit = this.parts.limitFor(max)
     const decision = decide(fixedWindow, limit, count - cost, count, count <= max, cost, now, clientKey, source)
     if (this.refunds && decision.allowed && key !== undefined) {
-      this.calls.set(decision, { algorithm: 'fixed-window', storeKey: key, limits: [limit], cost, now, id: this.nextId() })
+      this.calls.set(decision, { algorithm: 'fixed-window', storeKey: key, limits: [limit], cost, now, id: this.parts.nextId() })
     }
     return this.finish(decision)
   }
 
   /** The decision from an admit: one per limit, the decisive one carrying them all when there are several. */
   private fromResult(call: StoreCall, result: StoreResult, clientKey: string, source: DecisionSource): Decision {
-    if (source === 'store' && this.resilience.degraded) this.resilience.recovered()
+    if (source === 'store' && this.remote) {
+      const r = this.resilience
+      if (r.degraded) r.answered(call.storeKey)
+      const local = r.mirrorResult(call, result)
+      if (local !== undefined) {
+        // Right after an outage the fallback's admissions count too: it refused what the store admitted.
+        result = local
+        source = 'fallback'
+      }
+    }
     const { limits, cost, now } = call
     const at = (i: number) =>
       decide(this.algorithm, limits[i]!, result.values[2 * i]!, result.values[2 * i + 1]!, result.allowed, cost, now, clientKey, source)
@@ -181,13 +173,14 @@ export class Counting<Req> {
   /** The store failed (or the circuit is open: `error` undefined): decide by the failure policy. */
   private failed(error: unknown, clientKey: string, max: number, cost: number, now: number): Decision {
     const c = this.config
-    if (error !== undefined) this.resilience.failed(error, now)
+    if (error !== undefined) this.resilience.failed(error, this.parts.storeKey(clientKey), now)
     if (c.onStoreError === 'fallback') {
+      this.resilience.fellBack(now)
       const decision = this.countIn(this.resilience.fallback, 'fallback', clientKey, max, cost, now) as Decision
       this.emit('fallback', decision)
       return decision
     }
-    const call = this.call(clientKey, this.limitsFor(max), cost, now)
+    const call = this.parts.call(clientKey, this.parts.limitsFor(max), cost, now)
     return this.fromResult(
       call,
       this.resilience.unavailable(this.algorithm, call.limits, now, c.onStoreError === 'allow'),
@@ -207,38 +200,5 @@ export class Counting<Req> {
       }
     }
     return decision
-  }
-
-  private call(clientKey: string, limits: readonly LimitSpec[], cost: number, now: number): StoreCall {
-    return { algorithm: this.algorithm.name, storeKey: this.storeKey(clientKey), limits, cost, now, id: this.nextId() }
-  }
-
-  private nextId(): string {
-    this.sequence = (this.sequence + 1) % 1e9
-    return `${this.instance}:${this.sequence}`
-  }
-
-  private storeKey(clientKey: string): string {
-    let key = this.storeKeys.get(clientKey)
-    if (key === undefined) {
-      if (this.storeKeys.size >= MAX_CACHED_STORE_KEYS) this.storeKeys = new Map()
-      key = storeKey(this.config.prefix, clientKey)
-      this.storeKeys.set(clientKey, key)
-    }
-    return key
-  }
-
-  private limitsFor(max: number): readonly LimitSpec[] {
-    return this.config.limits ?? [this.limitFor(max)]
-  }
-
-  private limitFor(max: number): LimitSpec {
-    let limit = this.limits.get(max)
-    if (limit === undefined) {
-      const { windowMs, name, burst } = this.config
-      limit = makeLimit(max, windowMs, burst, name)
-      if (this.limits.size < MAX_CACHED_LIMITS) this.limits.set(max, limit)
-    }
-    return limit
   }
 }

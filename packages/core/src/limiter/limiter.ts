@@ -31,7 +31,7 @@ export class Limiter<Req = unknown> extends EventEmitter {
 
   constructor(options?: LimiterOptions<Req>, hooks?: AdapterHooks<Req>, adapterKeys: readonly string[] = []) {
     super()
-    this.config = parseOptions(options, adapterKeys, () => new MemoryStore())
+    this.config = parseOptions(options, adapterKeys, (logger) => new MemoryStore({ logger }))
     const emit = (event: string, value?: unknown) => void this.emit(event, value)
     const resilience = new Resilience(this.config as Config<unknown>, emit)
     this.counting = new Counting(this.config, ALGORITHMS[this.config.algorithm], resilience, emit)

@@ -2,58 +2,149 @@ import type { Algorithm } from '../algorithms'
 import { describeValue } from '../errors'
 import type { Config } from '../options/parse-options'
 import { MemoryStore } from '../stores/memory-store'
-import type { LimitSpec, StoreResult } from '../types'
+import type { LimitSpec, StoreCall, StoreResult } from '../types'
 
-/** After a store failure, requests go straight to the failure policy for this long before the store is tried again. */
+/** After a failure, requests for the failed node go straight to the failure policy for this long before it is tried again. */
 const STORE_RETRY_MS = 1000
 
 /**
- * What a limiter does when its store fails or misses its deadline (`onStoreError`): a circuit that
- * skips the store for a while after a failure, the local fallback store, the numbers for "allow" and
- * "deny" (asked of the algorithm), one log line when an outage starts and one when it ends. It returns
- * stores and numbers, never decisions: counting.ts turns them into decisions on its one path.
+ * Errors that belong to one call (its keys, or its slot while a Cluster moves it), not to the node
+ * that answered: they open no circuit, so the node's other clients keep their store decisions.
+ */
+const CALL_ERRORS = /\b(WRONGTYPE|CROSSSLOT|TRYAGAIN|MOVED|ASK|Too many Cluster redirections)\b/
+
+interface NodeState {
+  downUntil: number
+}
+
+/**
+ * What a limiter does when its store fails or misses its deadline (`onStoreError`), scoped to what
+ * failed: a circuit per store node (a Redis Cluster node; a store without `nodeOf` is one node) that
+ * skips the node for a while after a failure, while clients on the other nodes keep their store
+ * decisions; an error that belongs to one call (WRONGTYPE, CROSSSLOT) affects that call only. One log
+ * line when a node goes down and one when it answers again.
+ *
+ * The fallback continues the count: every answer of the store is mirrored into the fallback store
+ * (`mirror*`), so within a window the fallback starts from the last count the store returned for that
+ * client, and one process never admits more than `max` per client-window across a stall, a kill or a
+ * failover. (Several processes each continue from the last count they saw; the other processes'
+ * requests during the outage are not seen, so together they admit at most `max` plus what each
+ * admits on its own during the outage.)
+ *
+ * It returns stores and numbers, never decisions: counting.ts turns them into decisions on its one path.
  */
 export class Resilience {
-  private downUntil = 0
-  /** True from a failure until the store answers again. */
+  /** Nodes that failed and have not answered since. */
+  private readonly down = new Map<string, NodeState>()
+  /** True while any node is down: the only check healthy traffic pays. */
   degraded = false
+  private readonly warned = new Set<string>()
   private fallbackStore: MemoryStore | undefined
+  /** When the fallback last decided a request: its counts matter to the store's for a window after. */
+  private fellBackAt = Number.NEGATIVE_INFINITY
 
   constructor(
     private readonly config: Config<unknown>,
     private readonly emit: (event: string, value?: unknown) => void,
-  ) {}
-
-  /** True while the circuit is open: decide without asking the store. */
-  isOpen(now: number): boolean {
-    return now < this.downUntil
+  ) {
+    // Created up front when it will mirror the store's counts (see above).
+    if (!config.store.local && config.onStoreError === 'fallback') this.fallbackStore = new MemoryStore({ logger: config.logger })
   }
 
-  failed(error: unknown, now: number): void {
-    const c = this.config
-    this.downUntil = now + STORE_RETRY_MS
-    if (!this.degraded) {
-      this.degraded = true
-      c.logger.error(
-        `Tollgate: the store failed (${error instanceof Error ? error.message : describeValue(error)}); applying onStoreError "${c.onStoreError}" until it answers again`,
-        error,
-      )
-    }
+  /** True while the circuit of `storeKey`'s node is open: decide without asking the store. */
+  isOpen(storeKey: string, now: number): boolean {
+    if (!this.degraded) return false
+    const state = this.down.get(this.nodeOf(storeKey))
+    return state !== undefined && now < state.downUntil
+  }
+
+  /** A store call for `storeKey` failed. */
+  failed(error: unknown, storeKey: string, now: number): void {
     this.emit('storeError', error)
+    const c = this.config
+    const reason = error instanceof Error ? error.message : describeValue(error)
+    if (CALL_ERRORS.test(reason)) {
+      this.warnOnce(
+        `call:${CALL_ERRORS.exec(reason)![1]}`,
+        `Tollgate: a store call failed for one client key (${reason}); that request was decided by onStoreError "${c.onStoreError}", other keys are unaffected`,
+      )
+      return
+    }
+    const node = this.nodeOf(storeKey)
+    const state = this.down.get(node)
+    if (state !== undefined) {
+      state.downUntil = now + STORE_RETRY_MS
+      return
+    }
+    this.down.set(node, { downUntil: now + STORE_RETRY_MS })
+    this.degraded = true
+    c.logger.error(
+      `Tollgate: the store failed${node ? ` on node ${node}` : ''} (${reason}); applying onStoreError "${c.onStoreError}"${node ? ' to the keys of that node' : ''} until it answers again`,
+      error,
+    )
   }
 
-  /** The store answered after an outage. */
-  recovered(): void {
-    this.degraded = false
-    this.downUntil = 0
-    this.config.logger.warn('Tollgate: the store is answering again; decisions come from it again')
-    this.emit('recover')
+  /** The store answered a call for `storeKey` (called only while `degraded`). */
+  answered(storeKey: string): void {
+    const node = this.nodeOf(storeKey)
+    if (!this.down.delete(node)) return
+    this.degraded = this.down.size > 0
+    this.config.logger.warn(`Tollgate: the store is answering again${node ? ` (node ${node})` : ''}; decisions come from it again`)
+    this.emit('recover', node || undefined)
   }
 
   /** The local store that keeps limiting during an outage (`onStoreError: "fallback"`). */
   get fallback(): MemoryStore {
-    this.fallbackStore ??= new MemoryStore()
+    this.fallbackStore ??= new MemoryStore({ logger: this.config.logger })
     return this.fallbackStore
+  }
+
+  /**
+   * Mirrors a count the store returned on the fast path into the fallback, and returns the count to
+   * decide by. Right after the fallback decided (in this window or the last), what it admitted counts
+   * too: the larger of the store's count and the fallback's plus this request. A call that timed out at
+   * the start of a stall was admitted by the fallback and may still reach Redis after it: without this,
+   * the client would get one request more than its max.
+   */
+  mirrorCount(key: string, windowMs: number, now: number, count: number, cost: number): number {
+    const store = this.fallbackStore
+    if (store === undefined || this.config.onStoreError !== 'fallback') return count
+    if (now - this.fellBackAt < windowMs) {
+      const local = store.countOf(key, windowMs, now) + cost
+      if (local > count) count = local
+    }
+    store.seedCount(key, windowMs, now, count)
+    return count
+  }
+
+  /** The fallback decided a request at `now`. */
+  fellBack(now: number): void {
+    this.fellBackAt = now
+  }
+
+  /**
+   * Mirrors the store's answer to an admit into the fallback. Right after the fallback decided (as in
+   * mirrorCount), a call the store admitted must fit the fallback's count too, which holds what the
+   * fallback admitted meanwhile: when it does not, the fallback's refusal is returned (the store then
+   * holds one unit more than was admitted, which only errs on the safe side until the window ends).
+   */
+  mirrorResult(call: StoreCall, result: StoreResult): StoreResult | undefined {
+    const store = this.fallbackStore
+    if (store === undefined || this.config.onStoreError !== 'fallback') return undefined
+    let refused: StoreResult | undefined
+    if (result.allowed && call.cost > 0 && this.recentlyFellBack(call)) {
+      const local = store.admit(call)
+      if (!local.allowed) refused = local
+    }
+    store.seed(call, result)
+    return refused
+  }
+
+  /** True when the fallback decided within the longest window of the call's limits. */
+  private recentlyFellBack(call: StoreCall): boolean {
+    let longest = 0
+    for (const limit of call.limits) if (limit.windowMs > longest) longest = limit.windowMs
+    return call.now - this.fellBackAt < longest
   }
 
   /** The store's answer under `onStoreError: "allow"` or `"deny"`: a full or an exhausted quota. */
@@ -61,5 +152,15 @@ export class Resilience {
     const values: number[] = []
     for (const limit of limits) algorithm.unavailable(limit, now, allow, values)
     return { allowed: allow, values }
+  }
+
+  private nodeOf(storeKey: string): string {
+    return this.config.store.nodeOf?.(storeKey) ?? ''
+  }
+
+  private warnOnce(id: string, message: string): void {
+    if (this.warned.has(id)) return
+    this.warned.add(id)
+    this.config.logger.warn(message)
   }
 }

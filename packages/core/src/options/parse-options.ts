@@ -5,6 +5,7 @@ import { isPrefix } from '../keys'
 import type { AlgorithmName, HeaderStyle, LimitSpec, Logger, MaybePromise, Policy, Store, StoreErrorPolicy } from '../types'
 import { checkPolicyName, countOrFunction, isCount, isPlainObject, optionalFunction } from './checks'
 import type { LimiterOptions } from './limiter-options'
+import { guessOption } from './peer-names'
 
 /** Options after validation: every default filled in, frozen, never re-checked per request. */
 export interface Config<Req> {
@@ -76,14 +77,12 @@ const POLICIES = ['fallback', 'allow', 'deny']
 export function parseOptions<Req>(
   options: LimiterOptions<Req> | undefined,
   adapterKeys: readonly string[],
-  defaultStore: () => Store,
+  defaultStore: (logger: Logger) => Store,
 ): Config<Req> {
   const o = (options ?? {}) as Record<string, unknown>
   if (!isPlainObject(o)) throw invalidOption('options', 'an object of options', options)
   const known = [...CORE_KEYS, ...adapterKeys]
-  rejectUnknown('', o, known, (name) =>
-    known.find((k) => k.toLowerCase() === name.toLowerCase() || (name.toLowerCase().startsWith(k.toLowerCase()) && k.length > 2)),
-  )
+  rejectUnknown('', o, known, (name) => guessOption(name, known))
 
   const windowMs = o.window === undefined ? 1000 : parseDuration('window', o.window)
 
@@ -140,7 +139,7 @@ export function parseOptions<Req>(
     if (!takesBurst) throw invalidOption('burst', 'no burst unless algorithm is "gcra"', burst)
   }
 
-  const store = o.store === undefined ? defaultStore() : o.store
+  const store = o.store === undefined ? defaultStore(logger as Logger) : o.store
   if (store === null || typeof store !== 'object') {
     throw invalidOption('store', 'a store such as new MemoryStore() or new RedisStore({ client })', store)
   }

@@ -1,8 +1,9 @@
 import { ALGORITHMS } from '../algorithms'
+import { MemoryBound } from '../algorithms/memory-bound'
 import type { MemoryTwin } from '../algorithms/protocol'
 import { Windows } from '../algorithms/windows'
 import { describeValue, invalidOption, rejectUnknown, TollgateError } from '../errors'
-import type { AlgorithmName, Store, StoreCall, StoreResult } from '../types'
+import type { AlgorithmName, Logger, Store, StoreCall, StoreResult } from '../types'
 
 export interface MemoryStoreOptions {
   /**
@@ -14,9 +15,17 @@ export interface MemoryStoreOptions {
   sweepIntervalMs?: number
   /** Clock used by the sweep, for tests. @default Date.now */
   clock?: () => number
+  /**
+   * Clients held at most per window length (and per algorithm's state), so a flood of new keys cannot
+   * grow the process without bound (~150 bytes per client, see the README). Past it, new clients share
+   * one count until entries expire; clients already held keep theirs. @default 1000000
+   */
+  maxKeys?: number
+  /** Where reaching `maxKeys` is reported, once. @default console */
+  logger?: Logger
 }
 
-const OPTION_KEYS = ['sweepIntervalMs', 'clock']
+const OPTION_KEYS = ['sweepIntervalMs', 'clock', 'maxKeys', 'logger']
 
 /** Node's timers take at most 2^31 − 1 ms; a longer delay silently becomes 1 ms, a sweep every tick. */
 const MAX_TIMER_MS = 2_147_483_647
@@ -29,7 +38,7 @@ const MAX_TIMER_MS = 2_147_483_647
  */
 export class MemoryStore implements Store {
   readonly local = true
-  private readonly windows = new Windows()
+  private readonly windows: Windows
   private readonly twins = new Map<AlgorithmName, MemoryTwin>()
   private readonly clock: () => number
   private timer: NodeJS.Timeout | undefined
@@ -57,6 +66,23 @@ export class MemoryStore implements Store {
     ) {
       throw invalidOption('sweepIntervalMs', `a whole number of ms from 0 (no sweep) to ${MAX_TIMER_MS}`, sweepIntervalMs)
     }
+    const { maxKeys = 1_000_000, logger = console } = options
+    if (typeof maxKeys !== 'number' || !Number.isSafeInteger(maxKeys) || maxKeys < 1) {
+      throw invalidOption('maxKeys', 'a whole number of clients ≥ 1', maxKeys)
+    }
+    if (logger === null || typeof logger !== 'object' || typeof logger.warn !== 'function') {
+      throw invalidOption('logger', 'an object with warn() and error() methods, such as console', logger)
+    }
+    let warned = false
+    this.windows = new Windows(
+      new MemoryBound(maxKeys, () => {
+        if (warned) return
+        warned = true
+        logger.warn(
+          `Tollgate: the MemoryStore holds its maximum of ${maxKeys} clients (maxKeys); new clients share one count until entries expire, while the clients it holds keep theirs. Raise maxKeys, or use RedisStore.`,
+        )
+      }),
+    )
     this.clock = clock ?? Date.now
     const every = sweepIntervalMs ?? 5000
     if (every > 0) {
@@ -78,6 +104,26 @@ export class MemoryStore implements Store {
     for (let i = 0; i < call.limits.length; i++) if (!twin.read(call, i, values)) ok = false
     if (ok) for (let i = 0; i < call.limits.length; i++) twin.write(call, i, values)
     return { allowed: ok, values }
+  }
+
+  /**
+   * Takes over another store's answer to `call` (the limiter's fallback mirrors its store this way),
+   * keeping whichever count is further along.
+   */
+  seed(call: StoreCall, result: StoreResult): void {
+    const twin = this.twin(call.algorithm)
+    const { values } = result
+    for (let i = 0; i < call.limits.length; i++) twin.seed(call, i, values[2 * i]!, values[2 * i + 1]!, result.allowed)
+  }
+
+  /** The fast path's count of `key` in the window containing `now` (the fixed window). */
+  countOf(key: string, windowMs: number, now: number): number {
+    return this.windows.read(key, windowMs, now)
+  }
+
+  /** `seed` for the fast path's count of `key` (the fixed window). */
+  seedCount(key: string, windowMs: number, now: number, count: number): void {
+    this.windows.seed(key, windowMs, now, count)
   }
 
   /** Undoes an admitted call (or increment), within its own window only, never below zero. */

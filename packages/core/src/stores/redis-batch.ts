@@ -1,7 +1,14 @@
-import { addFixedWindow, FIXED_WINDOW_REPLIES, fixedWindowTtl, type RedisTransactionLike } from '../algorithms/fixed-window'
+import {
+  addFixedWindow,
+  FIXED_WINDOW_COUNT_REPLY,
+  FIXED_WINDOW_REPLIES,
+  fixedWindowTtl,
+  type RedisTransactionLike,
+} from '../algorithms/fixed-window'
 import { TollgateError } from '../errors'
 import { windowIndex } from '../keys'
-import { expire, storeError, timeoutError } from './redis-deadline'
+import { type ColdStart, type Expiry, expire, type FailureCauses, storeError, timeoutError } from './redis-deadline'
+import { prepareRetry, redirectOf } from './redis-redirects'
 
 /**
  * Keys in one transaction at most. A full batch goes out at once instead of waiting for the end of
@@ -38,6 +45,20 @@ class PendingKey {
   }
 }
 
+/** One transaction on its way: its requests, whether they were answered, and its deadline. */
+interface InFlight {
+  readonly entries: PendingKey[]
+  settled: boolean
+  timer: Expiry | undefined
+  /** Cluster only (0 otherwise): when the requests stop waiting, so a retry never goes out after it. */
+  deadlineAt: number
+  retried: boolean
+}
+
+function fail(entries: PendingKey[], error: unknown): void {
+  for (const entry of entries) entry.reject(error)
+}
+
 /**
  * The fixed window's fast path in Redis: the transactions of one event-loop turn sent together in
  * one round trip, increments of the same key merged into one INCRBY, each request still given its
@@ -54,6 +75,10 @@ export class FixedWindowBatcher {
     private readonly unbatched: boolean,
     /** A Cluster transaction must stay within one slot: each key is its own transaction (still merged per key). */
     private readonly perKey: boolean,
+    /** What the store knows of its client, to name a failure's cause (redis-checks.ts). */
+    private readonly causes?: FailureCauses,
+    /** A fresh client's first connection, which calls may wait for (RedisStore.coldStart). */
+    private readonly coldStart?: ColdStart,
   ) {}
 
   increment(key: string, cost: number, windowMs: number, now: number): Promise<number> {
@@ -94,43 +119,71 @@ export class FixedWindowBatcher {
   }
 
   private send(entries: PendingKey[]): void {
-    const fail = (error: unknown) => {
-      for (const entry of entries) entry.reject(error)
-    }
+    const state: InFlight = { entries, settled: false, timer: undefined, deadlineAt: 0, retried: false }
+    if (!this.transact(state)) return
+    const ms = this.timeoutMs
+    if (this.perKey) state.deadlineAt = Date.now() + ms
+    state.timer = expire(
+      ms,
+      (waited) => {
+        if (state.settled) return
+        state.settled = true
+        fail(entries, timeoutError(waited, this.causes))
+      },
+      this.coldStart,
+    )
+  }
+
+  /** Sends `state`'s MULTI/EXEC (again, for a retry); false if the client threw before sending. */
+  private transact(state: InFlight): boolean {
+    const { entries } = state
+    let tx: RedisTransactionLike
     let reply: Promise<Array<[Error | null, unknown]> | null>
     try {
-      const tx = this.multi()
+      tx = this.multi()
       for (const entry of entries) addFixedWindow(tx, entry.key, entry.total, entry.ttlMs)
       reply = tx.exec()
     } catch (error) {
-      fail(storeError(error))
-      return
+      if (state.retried) this.finish(state, storeError(error))
+      else fail(entries, storeError(error))
+      return false
     }
-    let settled = false
-    const timer = expire(this.timeoutMs, () => {
-      if (settled) return
-      settled = true
-      fail(timeoutError(this.timeoutMs))
-    })
     reply.then(
       (results) => {
-        if (settled) return // too late: the requests were already answered by the failure policy
-        settled = true
-        clearTimeout(timer)
-        if (results === null) return fail(new TollgateError('Redis aborted the transaction (EXEC returned null)', 'TG_STORE_ERROR'))
+        if (state.settled) return // too late: the requests were already answered by the failure policy
+        if (results === null)
+          return this.finish(state, new TollgateError('Redis aborted the transaction (EXEC returned null)', 'TG_STORE_ERROR'))
+        state.settled = true
+        state.timer?.clear()
+        this.coldStart?.answered()
         for (let i = 0; i < entries.length; i++) {
-          const [error, value] = results[i * FIXED_WINDOW_REPLIES] ?? [new Error('missing reply'), null]
+          const [error, value] = results[i * FIXED_WINDOW_REPLIES + FIXED_WINDOW_COUNT_REPLY] ?? [new Error('missing reply'), null]
           const count = Number(value)
           if (error !== null || !Number.isFinite(count)) entries[i]!.reject(storeError(error ?? value))
           else entries[i]!.settle(count)
         }
       },
       (error) => {
-        if (settled) return
-        settled = true
-        clearTimeout(timer)
-        fail(storeError(error))
+        if (state.settled) return
+        // Cluster: a transaction refused by a redirect did not run (EXECABORT): refresh the slot map
+        // and send it once more, within the same deadline (redis-redirects.ts).
+        const redirect = this.perKey && !state.retried ? redirectOf(error) : undefined
+        if (redirect === undefined) return this.finish(state, storeError(error))
+        state.retried = true
+        void prepareRetry(redirect, (tx as { redis?: unknown }).redis, state.deadlineAt).then((go) => {
+          if (state.settled) return
+          if (go) this.transact(state)
+          else this.finish(state, storeError(error))
+        })
       },
     )
+    return true
+  }
+
+  private finish(state: InFlight, error: unknown): void {
+    if (state.settled) return
+    state.settled = true
+    state.timer?.clear()
+    fail(state.entries, error)
   }
 }

@@ -5,33 +5,102 @@ import { describeValue, TollgateError } from '../errors'
  * past the deadline, the timer runs before the reply already waiting in the socket is read. So when it
  * fires, let one poll phase read pending I/O (setImmediate runs after it) before giving up.
  */
-export function expire(ms: number, onTimeout: () => void): NodeJS.Timeout {
-  return setTimeout(() => setImmediate(onTimeout), ms)
+export function expire(ms: number, onTimeout: (waitedMs: number) => void, coldStart?: ColdStart): Expiry {
+  const expiry = new Expiry()
+  let waited = ms
+  const fire = () => {
+    // A fresh store's first calls may wait for the connection a little longer (RedisStore.coldWait).
+    const more = coldStart?.wait() ?? 0
+    if (more <= 0) return onTimeout(waited)
+    waited += more
+    expiry.timer = setTimeout(() => setImmediate(fire), more)
+  }
+  expiry.timer = setTimeout(() => setImmediate(fire), ms)
+  return expiry
 }
 
-export function timeoutError(ms: number): TollgateError {
-  return new TollgateError(`Redis did not answer within ${ms} ms`, 'TG_STORE_TIMEOUT')
+/** A fresh client's first connection, which calls may wait for past their deadline (RedisStore). */
+export interface ColdStart {
+  /** How much longer a call that reached its deadline may wait; 0 to give up now. */
+  wait(): number
+  /** A call got its reply: the cold start is over. */
+  answered(): void
 }
 
-/** A Redis failure as a TollgateError that keeps the cause. */
-export function storeError(cause: unknown): TollgateError {
+/** A running deadline: `clear()` it when the reply arrives. */
+export class Expiry {
+  timer: NodeJS.Timeout | undefined
+  clear(): void {
+    clearTimeout(this.timer)
+  }
+}
+
+/**
+ * What a store has learnt about its client that a failure's own error does not say (#12): a TLS
+ * failure shows only as a connection 'error' event, while the call itself just runs out of time; a
+ * script refused by ACL says "can't run this command" without naming it.
+ */
+export interface FailureCauses {
+  /** The client's last connection error, while it is not connected (cleared once it is ready). */
+  connectionError(): Error | undefined
+  /** The commands the Redis user may not run, as a sentence, when known (see redis-checks.ts). */
+  refusedCommands(): string | undefined
+}
+
+export function timeoutError(ms: number, causes?: FailureCauses): TollgateError {
+  const connection = causes?.connectionError()
+  const why = connection === undefined ? '' : `; the connection is failing: ${describeConnectionError(connection)}`
+  return new TollgateError(`Redis did not answer within ${ms} ms${why}`, 'TG_STORE_TIMEOUT')
+}
+
+/** A Redis failure as a TollgateError that keeps the cause and names it. */
+export function storeError(cause: unknown, causes?: FailureCauses): TollgateError {
   if (cause instanceof TollgateError) return cause
-  const message = cause instanceof Error ? cause.message : describeValue(cause)
-  return new TollgateError(`Redis store call failed: ${message}`, 'TG_STORE_ERROR', { cause })
+  return new TollgateError(`Redis store call failed: ${describeCause(cause, causes)}`, 'TG_STORE_ERROR', { cause })
+}
+
+/**
+ * The real cause first. EXECABORT only says the transaction was discarded: the refusals that caused it
+ * (NOPERM, OOM) are in ioredis's `previousErrors`, one per refused command, often the same for every
+ * key of a batch.
+ */
+function describeCause(cause: unknown, causes: FailureCauses | undefined): string {
+  let message = cause instanceof Error ? cause.message : describeValue(cause)
+  const previous = (cause as { previousErrors?: unknown } | null)?.previousErrors
+  if (Array.isArray(previous) && previous.length > 0) {
+    const reasons = new Set(previous.map((e) => (e instanceof Error ? e.message : describeValue(e))))
+    message = `${[...reasons].join('; ')} (${message})`
+  }
+  if (/NOPERM|can't run this command/.test(message)) {
+    const refused = causes?.refusedCommands()
+    if (refused !== undefined) message += `; ${refused}`
+  } else {
+    const connection = causes?.connectionError()
+    if (connection !== undefined) message += `; the connection is failing: ${describeConnectionError(connection)}`
+  }
+  return message
+}
+
+/** A connection error with its code, marked as TLS when it is one (an untrusted or expired certificate, a wrong hostname). */
+export function describeConnectionError(error: Error): string {
+  const code = (error as { code?: unknown }).code
+  const tls = typeof code === 'string' && /CERT|TLS|SSL/.test(code)
+  return `${tls ? 'TLS: ' : ''}${error.message}${typeof code === 'string' && !error.message.includes(code) ? ` (${code})` : ''}`
 }
 
 /** `promise`, or a TG_STORE_TIMEOUT rejection after `ms`; a failure becomes a storeError. */
-export function withDeadline<T>(promise: Promise<T>, ms: number): Promise<T> {
+export function withDeadline<T>(promise: Promise<T>, ms: number, causes?: FailureCauses, coldStart?: ColdStart): Promise<T> {
   return new Promise<T>((resolve, reject) => {
-    const timer = expire(ms, () => reject(timeoutError(ms)))
+    const expiry = expire(ms, (waited) => reject(timeoutError(waited, causes)), coldStart)
     promise.then(
       (value) => {
-        clearTimeout(timer)
+        expiry.clear()
+        coldStart?.answered()
         resolve(value)
       },
       (error) => {
-        clearTimeout(timer)
-        reject(storeError(error))
+        expiry.clear()
+        reject(storeError(error, causes))
       },
     )
   })

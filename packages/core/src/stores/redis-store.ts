@@ -4,7 +4,10 @@ import { type Duration, parseDuration } from '../duration'
 import { describeValue, invalidOption, rejectUnknown, TollgateError } from '../errors'
 import type { AlgorithmName, Store, StoreCall, StoreResult } from '../types'
 import { FixedWindowBatcher } from './redis-batch'
-import { withDeadline } from './redis-deadline'
+import { watchClient } from './redis-checks'
+import { type ColdStart, type FailureCauses, withDeadline } from './redis-deadline'
+import { followRedirects } from './redis-redirects'
+import { clusterNodeOf } from './redis-slots'
 
 /**
  * The part of an ioredis client (`Redis` or `Cluster`) this store uses. Declared structurally so
@@ -17,6 +20,8 @@ export interface RedisClientLike {
   defineCommand(name: string, definition: { lua: string; numberOfKeys?: number }): void
   readonly status?: string
   readonly isCluster?: boolean
+  /** ioredis Cluster: the slot map, slot → node keys ("host:port", the master first). */
+  readonly slots?: readonly (readonly string[] | undefined)[]
 }
 
 export interface RedisStoreOptions {
@@ -41,6 +46,8 @@ export interface RedisStoreOptions {
 }
 
 const OPTION_KEYS = ['client', 'timeout', 'batch']
+/** How long a fresh store's calls may wait for the client's first connection (see deadline()). */
+const COLD_START_MS = 1000
 const CLIENT_METHODS = ['multi', 'del', 'defineCommand'] as const
 
 type Script = (...args: Array<string | number>) => Promise<unknown>
@@ -62,6 +69,10 @@ export class RedisStore implements Store {
   private readonly batcher: FixedWindowBatcher
   private readonly admitScripts = new Map<AlgorithmName, Script>()
   private readonly refundScripts = new Map<AlgorithmName, Script>()
+  /** When the cold start ends (see coldWait): -1 before the first call, 0 once it has ended. */
+  private coldUntil = -1
+  /** Connection errors and refused commands seen on the client, named in failures (redis-checks.ts). */
+  private readonly causes: FailureCauses
 
   constructor(options: RedisStoreOptions) {
     if (options === null || typeof options !== 'object') {
@@ -75,7 +86,15 @@ export class RedisStore implements Store {
     if (options.batch !== undefined && typeof options.batch !== 'boolean') throw invalidOption('batch', 'true or false', options.batch)
     this.client = client
     this.timeoutMs = options.timeout === undefined ? 50 : parseDuration('timeout', options.timeout)
-    this.batcher = new FixedWindowBatcher(() => client.multi(), this.timeoutMs, options.batch === false, client.isCluster === true)
+    this.causes = watchClient(client)
+    this.batcher = new FixedWindowBatcher(
+      () => client.multi(),
+      this.timeoutMs,
+      options.batch === false,
+      client.isCluster === true,
+      this.causes,
+      this.coldStart,
+    )
     for (const name of ALGORITHM_NAMES) {
       const { admitScript, refundScript } = ALGORITHMS[name]
       this.admitScripts.set(name, this.define(scriptName(name, 'Admit'), admitScript))
@@ -83,27 +102,75 @@ export class RedisStore implements Store {
     }
   }
 
-  /** The fixed window's fast path: one INCRBY + PEXPIRE in a MULTI, batched and merged per key. */
+  /** The fixed window's fast path: INCRBY and PEXPIRE in a MULTI (addFixedWindow), batched and merged per key. */
   increment(key: string, cost: number, windowMs: number, now: number): Promise<number> {
     return this.batcher.increment(key, cost, windowMs, now)
   }
 
   async admit(call: StoreCall): Promise<StoreResult> {
-    const keys = keysOf(ALGORITHMS[call.algorithm], call)
-    const reply = (await withDeadline(
-      this.admitScripts.get(call.algorithm)!(keys.length, ...keys, ...argsOf(call)),
-      this.timeoutMs,
-    )) as unknown[]
+    const reply = (await this.run(this.admitScripts, call)) as unknown[]
     return { allowed: reply[0] === 1, values: reply.slice(1).map(Number) }
   }
 
   async refund(call: StoreCall): Promise<void> {
-    const keys = keysOf(ALGORITHMS[call.algorithm], call)
-    await withDeadline(this.refundScripts.get(call.algorithm)!(keys.length, ...keys, ...argsOf(call)), this.timeoutMs)
+    await this.run(this.refundScripts, call)
   }
 
   async forget(call: StoreCall): Promise<void> {
-    await withDeadline(this.client.del(...keysOf(ALGORITHMS[call.algorithm], call)), this.timeoutMs)
+    const keys = keysOf(ALGORITHMS[call.algorithm], call)
+    await this.within(() => this.client.del(...keys))
+  }
+
+  /** Runs the call's algorithm's script of `scripts` on the call's keys and ARGV (algorithms/protocol.ts). */
+  private run(scripts: Map<AlgorithmName, Script>, call: StoreCall): Promise<unknown> {
+    const keys = keysOf(ALGORITHMS[call.algorithm], call)
+    const script = scripts.get(call.algorithm)!
+    return this.within(() => script(keys.length, ...keys, ...argsOf(call)))
+  }
+
+  /** `send()` under this store's deadline, following a Cluster redirect once (inCluster). */
+  private within<T>(send: () => Promise<T>): Promise<T> {
+    return withDeadline(this.client.isCluster === true ? this.inCluster(send) : send(), this.timeoutMs, this.causes, this.coldStart)
+  }
+
+  /**
+   * A script (or DEL) on a Cluster, sent once more after a redirect the client did not follow itself
+   * (redis-redirects.ts), within this call's deadline. A standalone Redis never comes here.
+   */
+  private inCluster<T>(send: () => Promise<T>): Promise<T> {
+    return followRedirects(send, this.client, Date.now() + this.timeoutMs)
+  }
+
+  /**
+   * A fresh process's first calls wait for the connection (TCP, the ready check, the scripts) rather
+   * than fall back, since a cold start is not an outage: a call that reaches its deadline before the
+   * store's first reply may wait on, while the client reports no connection error, for at most
+   * COLD_START_MS from the store's first call. Checked again every `timeout`, so a connection that
+   * fails meanwhile ends the wait at the next check; the first reply ends the cold start.
+   */
+  private readonly coldStart: ColdStart = {
+    wait: () => {
+      if (this.coldUntil === 0) return 0
+      const now = Date.now()
+      if (this.coldUntil === -1) this.coldUntil = now + COLD_START_MS
+      // A client that does not report its status is not an ioredis client connecting: no wait.
+      if (this.client.status === undefined || this.causes.connectionError() !== undefined || now >= this.coldUntil) {
+        this.coldUntil = 0
+        return 0
+      }
+      return Math.min(this.timeoutMs, this.coldUntil - now)
+    },
+    answered: () => {
+      this.coldUntil = 0
+    },
+  }
+
+  /**
+   * The node a store key lives on, so a failure opens that node's circuit only: on a Cluster, the
+   * master serving the key's slot; a standalone Redis is one node.
+   */
+  nodeOf(storeKey: string): string {
+    return this.client.isCluster === true ? clusterNodeOf(this.client.slots, storeKey) : ''
   }
 
   private define(name: string, lua: string): Script {

@@ -1,0 +1,59 @@
+import type { Algorithm } from '../algorithms'
+import { storeKey } from '../keys'
+import { type Config, makeLimit } from '../options/parse-options'
+import type { LimitSpec, StoreCall } from '../types'
+
+/** Dynamic `max` values whose limits (and so policy strings) are kept built. */
+const MAX_CACHED_LIMITS = 256
+/** Store keys kept built, per limiter; the memo starts over when it reaches this size. */
+const MAX_CACHED_STORE_KEYS = 16384
+
+/** What a store call is made of, built once and kept: store keys, limits, call ids. */
+export class CallParts {
+  private readonly limits = new Map<number, LimitSpec>()
+  /**
+   * Store keys by client key. A client's requests then share one key string, whose hash V8 keeps:
+   * building and hashing a fresh prefix+{key} per request was ~40% of the memory store's time.
+   */
+  private storeKeys = new Map<string, string>()
+  private sequence = 0
+  private readonly instance = Math.random().toString(36).slice(2, 10)
+
+  constructor(
+    private readonly config: Config<unknown>,
+    private readonly algorithm: Algorithm,
+  ) {}
+
+  call(clientKey: string, limits: readonly LimitSpec[], cost: number, now: number): StoreCall {
+    return { algorithm: this.algorithm.name, storeKey: this.storeKey(clientKey), limits, cost, now, id: this.nextId() }
+  }
+
+  nextId(): string {
+    this.sequence = (this.sequence + 1) % 1e9
+    return `${this.instance}:${this.sequence}`
+  }
+
+  storeKey(clientKey: string): string {
+    let key = this.storeKeys.get(clientKey)
+    if (key === undefined) {
+      if (this.storeKeys.size >= MAX_CACHED_STORE_KEYS) this.storeKeys = new Map()
+      key = storeKey(this.config.prefix, clientKey)
+      this.storeKeys.set(clientKey, key)
+    }
+    return key
+  }
+
+  limitsFor(max: number): readonly LimitSpec[] {
+    return this.config.limits ?? [this.limitFor(max)]
+  }
+
+  limitFor(max: number): LimitSpec {
+    let limit = this.limits.get(max)
+    if (limit === undefined) {
+      const { windowMs, name, burst } = this.config
+      limit = makeLimit(max, windowMs, burst, name)
+      if (this.limits.size < MAX_CACHED_LIMITS) this.limits.set(max, limit)
+    }
+    return limit
+  }
+}

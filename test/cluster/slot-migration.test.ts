@@ -1,0 +1,71 @@
+import { Cluster } from 'ioredis'
+import { quitClient } from '../harness/redis'
+import { type RedisCluster, startRedisCluster } from '../harness/redis-cluster'
+import { ALGORITHM_CASES, bySource, clientsInOneSlot, clusterLimiter, consumeLoop, migrateSlot, overMax, ownerOf } from './support'
+
+// Issue 12: a slot moved (IMPORTING/MIGRATING, MIGRATE, SETSLOT NODE) while requests run. Requests for
+// the moving slot meet ASK, TRYAGAIN (a multi-key script whose keys are half moved) and, once it has
+// moved, MOVED. Whatever the store answers or the fallback decides, every request counted is a
+// request admitted: no client may get more than `max` in any window.
+const MAX = 5
+const WINDOW_MS = 1000
+
+let cluster: RedisCluster
+let client: Cluster
+let masterPorts: number[]
+
+beforeAll(async () => {
+  cluster = await startRedisCluster({ masters: 3 })
+  masterPorts = cluster.nodes.filter((n) => n.role === 'master').map((n) => n.port)
+  client = new Cluster(cluster.startupNodes, { redisOptions: { maxRetriesPerRequest: 1 } })
+  client.on('error', () => {})
+  await client.ping()
+}, 60_000)
+
+afterAll(async () => {
+  if (client !== undefined) await quitClient(client)
+  await cluster?.stop()
+})
+
+describe('a slot migrating under load', () => {
+  it.each(ALGORITHM_CASES)(
+    '%s: no client goes over its max in any window while its slot moves twice',
+    async (name, options) => {
+      const moving = clientsInOneSlot(`move-${name}`, 4)
+      const others = Array.from({ length: 12 }, (_, i) => `still-${name}-${i}`)
+      const { limiter, clock, errors } = clusterLimiter(client, { ...options, max: MAX, window: WINDOW_MS })
+      const load = consumeLoop(limiter, [...moving.keys, ...others], clock, {
+        concurrency: 2,
+        maxMs: 6000,
+        maxPerClient: 5000,
+        pauseMs: 3,
+      })
+      let movedKeys = 0
+      try {
+        await new Promise((resolve) => setTimeout(resolve, 600))
+        // There and back again: each move meets the keys the load keeps writing.
+        for (let move = 0; move < 2; move++) {
+          const from = await ownerOf(masterPorts[0]!, moving.slot)
+          const to = masterPorts.find((p) => p !== from.port)!
+          movedKeys += await migrateSlot(moving.slot, from.port, to, masterPorts, 15)
+          await new Promise((resolve) => setTimeout(resolve, 700))
+        }
+      } finally {
+        await load.stop()
+      }
+      const isMoving = (key: string) => moving.keys.includes(key)
+      const sources = { moving: bySource(load.results, isMoving), others: bySource(load.results, (k) => !isMoving(k)) }
+      // Figures for the report: how the moving clients' decisions were taken, and the errors seen.
+      console.log(
+        `${name}: ${load.results.length} decisions, ${movedKeys} keys migrated, sources ${JSON.stringify(sources)}, ` +
+          `${errors.length} store errors${errors.length > 0 ? ` (first: ${errors[0]})` : ''}`,
+      )
+      expect(load.errors).toEqual([])
+      expect(movedKeys).toBeGreaterThan(0)
+      expect(overMax(load.results, WINDOW_MS, MAX)).toEqual([])
+      // Clients of other slots were never refused a store decision because of the moving one.
+      expect(sources.others.store ?? 0).toBeGreaterThan(0)
+    },
+    30_000,
+  )
+})
