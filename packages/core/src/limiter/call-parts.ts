@@ -1,7 +1,7 @@
 import type { Algorithm } from '../algorithms'
 import { storeKey } from '../keys'
 import { type Config, makeLimit } from '../options/parse-options'
-import type { LimitSpec, StoreCall } from '../types'
+import type { Decision, LimitSpec, StoreCall } from '../types'
 
 /** Dynamic `max` values whose limits (and so policy strings) are kept built. */
 const MAX_CACHED_LIMITS = 256
@@ -26,6 +26,18 @@ export class CallParts {
 
   call(clientKey: string, limits: readonly LimitSpec[], cost: number, now: number): StoreCall {
     return { algorithm: this.algorithm.name, storeKey: this.storeKey(clientKey), limits, cost, now, id: this.nextId() }
+  }
+
+  /**
+   * The call behind an admitted decision of this limiter, rebuilt from it: its client key, time, cost
+   * and limits (recognised by their policies, so a decision of another limiter is not taken for one of
+   * this one's). Undefined for the sliding log, whose refund needs the original call's id.
+   */
+  rebuild(decision: Decision): StoreCall | undefined {
+    if (this.algorithm.name === 'sliding-log') return undefined
+    const limits = this.config.limits ?? [this.limitFor(decision.limit)]
+    if (!limits.some((l) => l.policy === decision.policy)) return undefined
+    return this.call(decision.key, limits, decision.cost, decision.at)
   }
 
   nextId(): string {

@@ -30,6 +30,10 @@ export class Counting<Req> {
   private overWindow = -1
   /** The store call behind each admitted decision, for refunds. */
   private readonly calls = new WeakMap<Decision, StoreCall>()
+  /** Decisions already refunded: a second refund of one changes nothing. */
+  private readonly refunded = new WeakSet<Decision>()
+  /** Keep every admitted decision's call: the sliding log's refund needs the call's id. */
+  private readonly keepCalls: boolean
   private readonly parts: CallParts
 
   constructor(
@@ -41,6 +45,7 @@ export class Counting<Req> {
     this.fast = algorithm === fixedWindow && config.limits === undefined && typeof config.store.increment === 'function'
     this.remote = !config.store.local
     this.refunds = config.skipFailedRequests || config.skipSuccessfulRequests
+    this.keepCalls = this.refunds || algorithm.name === 'sliding-log'
     this.parts = new CallParts(config as Config<unknown>, algorithm)
   }
 
@@ -81,10 +86,20 @@ export class Counting<Req> {
   }
 
   /** Undoes an admitted decision, in the store that counted it. */
+  /**
+   * Undoes an admitted decision of this limiter, in the store that counted it, once. The call is the
+   * one kept for it (with the refund options, and always for the sliding log, whose refund removes the
+   * entries its call id names), or else rebuilt from the decision: the same keys, limits and time.
+   */
   async refund(decision: Decision): Promise<void> {
-    const call = this.calls.get(decision)
-    if (call === undefined || !decision.allowed || decision.shadowed) return
+    if (!decision.allowed || decision.shadowed || (decision.source !== 'store' && decision.source !== 'fallback')) return
+    if (this.refunded.has(decision)) return
+    const call = this.calls.get(decision) ?? this.parts.rebuild(decision)
+    if (call === undefined) return
+    this.refunded.add(decision)
     this.calls.delete(decision)
+    // The count may fall back under the limit: the cached "over" verdict no longer holds.
+    this.over.delete(decision.key)
     try {
       await (decision.source === 'fallback' ? this.resilience.fallback.refund(call) : this.config.store.refund(call))
     } catch (error) {
@@ -158,7 +173,7 @@ export class Counting<Req> {
       const all = limits.map((_, i) => at(i))
       decision = { ...decisive(all), limits: all }
     }
-    if (this.refunds && decision.allowed && (source === 'store' || source === 'fallback')) this.calls.set(decision, call)
+    if (this.keepCalls && decision.allowed && (source === 'store' || source === 'fallback')) this.calls.set(decision, call)
     return this.finish(decision)
   }
 
