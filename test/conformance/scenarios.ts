@@ -198,6 +198,30 @@ export const scenarios: Scenario[] = [
     check: (_o, logs) => expect(logs.filter((l) => l.includes('X-Forwarded-For'))).toHaveLength(1),
   },
   {
+    name: 'sends no rate-limit header at all with headers: false and refusalHeaders: false, the 429 included',
+    app: (s) => ({ global: { max: 1, window: '1m', headers: false, refusalHeaders: false, ...s }, routes: [{ method: 'GET', path: '/' }] }),
+    steps: GET(2),
+    statuses: [200, 429],
+    check: (o) => {
+      for (const r of o) expect([r.ratelimit, r.policy, r.retryAfter, r.cacheControl]).toEqual([undefined, undefined, undefined, undefined])
+    },
+  },
+  {
+    name: 'sends the quota fields only on refusals with headersOn: "refused"',
+    app: (s) => ({ global: { max: 1, window: '1m', headersOn: 'refused', ...s }, routes: [{ method: 'GET', path: '/' }] }),
+    steps: GET(2),
+    statuses: [200, 429],
+    check: (o) => {
+      expect([o[0]!.ratelimit, o[0]!.policy]).toEqual([undefined, undefined])
+      expect(o[1]).toMatchObject({
+        ratelimit: '"1-per-1m";r=0;t=60',
+        policy: '"1-per-1m";q=1;w=60',
+        retryAfter: '60',
+        cacheControl: 'no-store',
+      })
+    },
+  },
+  {
     name: 'checks several limits at once and lists each policy',
     app: (s) => ({
       global: {

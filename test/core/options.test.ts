@@ -27,6 +27,8 @@ describe('options are validated once, at construction', () => {
     ['headers', 'draft-9', /"headers".*"draft-9" \(string\)/],
     ['headers', 1, /"headers".*1 \(number\)/],
     ['legacyHeaders', 'yes', /"legacyHeaders".*"yes" \(string\)/],
+    ['headersOn', 'never', /"headersOn".*"never" \(string\)/],
+    ['refusalHeaders', 1, /"refusalHeaders".*1 \(number\)/],
     ['statusCode', 200, /"statusCode".*200 \(number\)/],
     ['statusCode', '429', /"statusCode".*"429" \(string\)/],
     ['message', 42, /"message".*42 \(number\)/],

@@ -34,7 +34,18 @@ export class ResponseParts<Req> {
   }
 
   headers(decisions: readonly Decision[]): Record<string, string> {
-    return rateLimitHeaders(decisions, this.config.headers, this.config.legacyHeaders)
+    const c = this.config
+    const all = rateLimitHeaders(decisions, c.headers, c.legacyHeaders)
+    if (c.headersOn === 'all' && c.refusalHeaders) return all
+    // The families chosen: the quota fields on allowed and/or refused responses, the refusal's own.
+    const refused = all['Retry-After'] !== undefined
+    const quota = c.headersOn === 'all' || c.headersOn === (refused ? 'refused' : 'allowed')
+    const chosen: Record<string, string> = {}
+    for (const name in all) {
+      const refusalField = name === 'Retry-After' || name === 'Cache-Control'
+      if (refusalField ? c.refusalHeaders : quota) chosen[name] = all[name]!
+    }
+    return chosen
   }
 
   rejection(req: Req, decision: Decision): MaybePromise<Rejection> {

@@ -54,6 +54,17 @@ export interface LimiterOptions<Req = unknown> {
    */
   headers?: boolean | HeaderStyle
   /**
+   * On which responses the quota fields (`headers` and `legacyHeaders`) are sent: every limited
+   * response, only allowed ones, or only refused ones.
+   * @default "all"
+   */
+  headersOn?: 'all' | 'allowed' | 'refused'
+  /**
+   * Send `Retry-After` and `Cache-Control: no-store` on refused responses (independent of `headers`).
+   * @default true
+   */
+  refusalHeaders?: boolean
+  /**
    * Also send `X-RateLimit-Limit`, `X-RateLimit-Remaining` and `X-RateLimit-Reset` (epoch seconds).
    * @default false
    */

@@ -18,6 +18,8 @@ export interface Config<Req> {
   readonly skip: ((req: Req) => MaybePromise<boolean>) | undefined
   readonly headers: HeaderStyle | false
   readonly legacyHeaders: boolean
+  readonly headersOn: 'all' | 'allowed' | 'refused'
+  readonly refusalHeaders: boolean
   readonly statusCode: number
   readonly message: LimiterOptions<Req>['message']
   readonly ipv6Subnet: number | false
@@ -46,6 +48,8 @@ const OPTION_KEYS = {
   skip: true,
   headers: true,
   legacyHeaders: true,
+  headersOn: true,
+  refusalHeaders: true,
   statusCode: true,
   message: true,
   ipv6Subnet: true,
@@ -97,6 +101,12 @@ export function parseOptions<Req>(
   else if (typeof o.headers === 'string' && HEADER_STYLES.includes(o.headers)) headers = o.headers as HeaderStyle
   else throw invalidOption('headers', 'true, false, "draft-8", "draft-7" or "draft-6"', o.headers)
 
+  const headersOn = o.headersOn === undefined ? 'all' : o.headersOn
+  if (headersOn !== 'all' && headersOn !== 'allowed' && headersOn !== 'refused') {
+    throw invalidOption('headersOn', '"all", "allowed" or "refused"', headersOn)
+  }
+  if (o.refusalHeaders !== undefined && typeof o.refusalHeaders !== 'boolean')
+    throw invalidOption('refusalHeaders', 'true or false', o.refusalHeaders)
   if (o.legacyHeaders !== undefined && typeof o.legacyHeaders !== 'boolean')
     throw invalidOption('legacyHeaders', 'true or false', o.legacyHeaders)
 
@@ -204,6 +214,8 @@ export function parseOptions<Req>(
     skip: optionalFunction<(req: Req) => MaybePromise<boolean>>('skip', o.skip, 'a function of the request returning true to skip it'),
     headers,
     legacyHeaders: (o.legacyHeaders as boolean | undefined) ?? false,
+    headersOn,
+    refusalHeaders: (o.refusalHeaders as boolean | undefined) ?? true,
     statusCode,
     message: message as LimiterOptions<Req>['message'],
     ipv6Subnet: ipv6Subnet as number | false,
