@@ -14,6 +14,7 @@ import { fileURLToPath } from 'node:url'
 import { parseArgs } from 'node:util'
 import { describeTree, inside } from './lib/baseline.mjs'
 import { baseOf, CASES, caseInfo, FRAMEWORKS, MODES, withTwins } from './lib/cases.mjs'
+import { renderCharts } from './lib/chart.mjs'
 import {
   canPin,
   checkTools,
@@ -800,6 +801,7 @@ async function main() {
   const mdPath = resolve(BENCH_DIR, `${cfg.out}.md`)
   const jsonPath = resolve(BENCH_DIR, `${cfg.out}.json`)
   writeFileSync(mdPath, md)
+  for (const chart of renderCharts(report)) writeFileSync(resolve(BENCH_DIR, chart.file), chart.svg)
   // Raw numbers, floats rounded to 4 decimals (µs and ratios do not need more).
   const round = (_k, v) => (typeof v === 'number' && !Number.isInteger(v) ? Math.round(v * 1e4) / 1e4 : v)
   writeFileSync(jsonPath, `${JSON.stringify(report, round, 1)}\n`)

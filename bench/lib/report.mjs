@@ -1,5 +1,6 @@
 // The Markdown report of an HTTP benchmark run.
 import { caseInfo, FRAMEWORKS, MODES, withTwins } from './cases.mjs'
+import { chartFile } from './chart.mjs'
 
 const int = (n) => (n == null ? '–' : Math.round(n).toLocaleString('en-US'))
 const f = (n, d = 2) => (n == null || Number.isNaN(n) ? '–' : n.toFixed(d))
@@ -149,6 +150,11 @@ export function renderMarkdown({ meta, config: cfg, groups, beforeAfter: compari
       if (!recs.some(Boolean)) continue
       const label = recs.find(Boolean).label
       out.push(`| ${id === 'bare' ? `**${label}**` : label} | ${recs.map(summaryCell).join(' | ')} |`)
+    }
+    // The SVG run.mjs writes beside this file (lib/chart.mjs).
+    if (cfg.out) {
+      out.push('')
+      out.push(`![${fw}: throughput relative to bare, per mode](${chartFile(cfg.out, fw)})`)
     }
   }
   out.push('')

@@ -1,0 +1,119 @@
+// Type-checks every ```ts block of the READMEs under strict TypeScript (issue 16): a snippet a reader
+// copies must compile. Each block becomes a module of its own in .tmp/snippets/; the names snippets use
+// without declaring them (the app, a login handler...) are declared once in PRELUDE below. The packages
+// resolve to their sources, as in the root tsconfig, so no build is needed.
+//
+//   node scripts/check-snippets.mjs [file.md ...]   (default: README.md and packages/*/README.md)
+//
+// Errors are reported at their line in the Markdown file; the exit status is 1 when there is one.
+import { spawnSync } from 'node:child_process'
+import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { dirname, join, relative, resolve } from 'node:path'
+import { fileURLToPath } from 'node:url'
+
+const root = resolve(dirname(fileURLToPath(import.meta.url)), '..')
+const outDir = join(root, '.tmp', 'snippets')
+
+// What the app around a snippet would have declared. One prelude for every snippet: a snippet that
+// needs another name should declare it itself, or it is added here for all.
+const PRELUDE = `// Names README snippets use without declaring them (scripts/check-snippets.mjs).
+declare const app: import('express').Express
+declare const rateLimit: typeof import('@tollgate/express').rateLimit
+/** A handler that fits a route of each framework. */
+declare const login: import('express').RequestHandler & import('fastify').RouteHandlerMethod & import('@koa/router').Middleware
+declare const health: import('fastify').RouteHandlerMethod
+declare const redis: import('ioredis').Redis
+declare const id: string
+declare const cost: number
+declare const metrics: { increment(name: string): void }
+`
+
+const TSCONFIG = {
+  compilerOptions: {
+    strict: true,
+    noUncheckedIndexedAccess: true,
+    target: 'ES2022',
+    lib: ['ES2022'],
+    module: 'ESNext',
+    moduleResolution: 'Bundler',
+    esModuleInterop: true,
+    isolatedModules: true,
+    skipLibCheck: true,
+    noEmit: true,
+    types: ['node'],
+    baseUrl: '../..',
+    paths: {
+      '@tollgate/core': ['packages/core/src/index.ts'],
+      '@tollgate/core/adapter': ['packages/core/src/adapter.ts'],
+      '@tollgate/express': ['packages/express/src/index.ts'],
+      '@tollgate/fastify': ['packages/fastify/src/index.ts'],
+      '@tollgate/koa': ['packages/koa/src/index.ts'],
+    },
+  },
+  include: ['*.ts'],
+}
+
+/** The ```ts blocks of a Markdown file: { code, line } with line the 1-based line of the block's first code line. */
+function snippets(markdown) {
+  const lines = markdown.split('\n')
+  const found = []
+  for (let i = 0; i < lines.length; i++) {
+    const open = /^(\s*)```(ts|typescript)\s*$/.exec(lines[i])
+    if (!open) continue
+    const start = i + 1
+    let end = start
+    while (end < lines.length && !/^\s*```\s*$/.test(lines[end])) end++
+    if (end === lines.length) throw new Error(`unclosed \`\`\`${open[2]} block at line ${i + 1}`)
+    found.push({ code: lines.slice(start, end).join('\n'), line: start + 1 })
+    i = end
+  }
+  return found
+}
+
+const defaults = () => [
+  'README.md',
+  ...readdirSync(join(root, 'packages'))
+    .map((p) => join('packages', p, 'README.md'))
+    .filter((f) => existsSync(join(root, f))),
+]
+const files = (process.argv.length > 2 ? process.argv.slice(2) : defaults()).map((f) => resolve(root, f))
+
+rmSync(outDir, { recursive: true, force: true })
+mkdirSync(outDir, { recursive: true })
+writeFileSync(join(outDir, 'prelude.d.ts'), PRELUDE)
+writeFileSync(join(outDir, 'tsconfig.json'), `${JSON.stringify(TSCONFIG, null, 2)}\n`)
+
+const origin = new Map() // snippet file name -> { md, line }
+let count = 0
+for (const md of files) {
+  const near = relative(process.cwd(), md)
+  const shown = near.startsWith('..') ? md : near
+  for (const s of snippets(readFileSync(md, 'utf8'))) {
+    const name = `${relative(root, md).replace(/[^A-Za-z0-9]+/g, '-')}-L${s.line}.ts`
+    // `export {}` makes every snippet a module, so two snippets declaring `app` do not collide and the
+    // prelude's globals can be shadowed by a snippet's own import.
+    writeFileSync(join(outDir, name), `${s.code}\nexport {}\n`)
+    origin.set(name, { md: shown, line: s.line })
+    count++
+  }
+}
+
+const tsc = join(root, 'node_modules', 'typescript', 'bin', 'tsc')
+const run = spawnSync(process.execPath, [tsc, '-p', join(outDir, 'tsconfig.json'), '--pretty', 'false'], { cwd: outDir, encoding: 'utf8' })
+const output = `${run.stdout}${run.stderr}`.trim()
+if (run.status === 0) {
+  console.log(`check-snippets: ${count} TypeScript snippet(s) in ${files.length} file(s) type-check under strict`)
+  process.exit(0)
+}
+
+// "name.ts(3,7): error TS7006: ..." -> "README.md:123:7: error TS7006: ..." (continuation lines kept as they are).
+let errors = 0
+for (const line of output.split('\n')) {
+  const m = /^(?:.*[\\/])?([^\\/()]+\.ts)\((\d+),(\d+)\): (error|warning) (.*)$/.exec(line)
+  const at = m && origin.get(m[1])
+  if (m?.[4] === 'error') errors++
+  if (at) console.error(`${at.md}:${at.line + Number(m[2]) - 1}:${m[3]}: ${m[4]} ${m[5]}`)
+  else console.error(line)
+}
+console.error(`check-snippets: ${errors || 'tsc reported'} error(s) in ${count} snippet(s); each snippet is in ${relative(root, outDir)}/`)
+process.exit(1)

@@ -1,0 +1,234 @@
+// The external suite (issue 16): Tollgate as a new user gets it. Every package is packed with `npm pack`;
+// each tarball's contents and package.json are checked, then linted by publint and by
+// @arethetypeswrong/cli (the analysis `attw --pack` runs, on the very tarball installed below). The
+// tarballs are installed into scratch projects in a temporary directory outside the repository (see
+// projects/: Express compiled to CommonJS, Express as an ES module, Fastify in TypeScript with
+// `module: nodenext` and strict, Koa), each is compiled when it is TypeScript and started, and real
+// HTTP requests on 127.0.0.1 check that with `max: 2` the third request is refused with a 429.
+//
+//   node test/external/run.mjs [--no-build] [--keep]
+//
+// Only the npm registry is needed: the frameworks and TypeScript are installed at the versions the
+// monorepo's lockfile holds, which `npm ci` has just put in npm's cache (--prefer-offline).
+import { spawn, spawnSync } from 'node:child_process'
+import { cpSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { dirname, join, resolve } from 'node:path'
+import { fileURLToPath } from 'node:url'
+
+const root = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..')
+const projectsDir = join(root, 'test', 'external', 'projects')
+const PACKAGES = ['core', 'express', 'fastify', 'koa']
+const args = new Set(process.argv.slice(2))
+const npm = process.platform === 'win32' ? 'npm.cmd' : 'npm'
+const bin = (name) => join(root, 'node_modules', '.bin', name)
+
+const failures = []
+const fail = (what) => {
+  failures.push(what)
+  console.log(`  FAIL ${what}`)
+}
+const ok = (what) => console.log(`  ok   ${what}`)
+const check = (cond, what) => (cond ? ok(what) : fail(what))
+
+function run(cmd, argv, opts = {}) {
+  const r = spawnSync(cmd, argv, { encoding: 'utf8', maxBuffer: 64 << 20, ...opts })
+  const out = `${r.stdout ?? ''}${r.stderr ?? ''}`.replace(/^npm warn Unknown user config.*\n/gm, '')
+  return { status: r.status, stdout: r.stdout ?? '', out }
+}
+const indent = (text) => text.trim().replace(/^/gm, '       ')
+
+// ---------------------------------------------------------------- pack and check the tarballs
+const scratch = mkdtempSync(join(tmpdir(), 'tollgate-external-'))
+console.log(`external suite: scratch directory ${scratch}`)
+
+if (!args.has('--no-build')) {
+  const b = run(npm, ['run', 'build'], { cwd: root })
+  if (b.status !== 0) {
+    console.log(indent(b.out))
+    console.log('external suite: npm run build failed')
+    process.exit(1)
+  }
+}
+
+const versions = Object.fromEntries(
+  PACKAGES.map((p) => [p, JSON.parse(readFileSync(join(root, 'packages', p, 'package.json'), 'utf8')).version]),
+)
+const tarballs = {}
+for (const p of PACKAGES) {
+  const name = `@tollgate/${p}`
+  console.log(`\n${name}`)
+  const packed = run(npm, ['pack', '--json', '--pack-destination', scratch], { cwd: join(root, 'packages', p) })
+  if (packed.status !== 0) {
+    fail(`${name}: npm pack failed\n${indent(packed.out)}`)
+    continue
+  }
+  const info = JSON.parse(packed.stdout)[0] // stdout only: npm's warnings go to stderr, anywhere in it
+  const tgz = join(scratch, info.filename)
+  tarballs[name] = tgz
+  const files = info.files.map((f) => f.path).sort()
+  console.log(`  ${info.filename}, ${info.size} bytes: ${files.join(' ')}`)
+  for (const f of ['README.md', 'LICENSE', 'package.json', 'dist/index.js', 'dist/index.cjs', 'dist/index.d.ts', 'dist/index.d.cts']) {
+    check(files.includes(f), `holds ${f}`)
+  }
+  const strays = files.filter((f) => !/^(README\.md|LICENSE|package\.json|dist\/.*)$/.test(f))
+  check(strays.length === 0, `holds nothing else (sources, tests, configs)${strays.length ? `: ${strays.join(' ')}` : ''}`)
+
+  // The package.json that is published, read from the tarball itself.
+  const pkg = JSON.parse(run('tar', ['-xOzf', tgz, 'package/package.json']).stdout)
+  check(pkg.license === 'MIT', `license MIT (${pkg.license})`)
+  check(typeof pkg.engines?.node === 'string', `engines.node (${pkg.engines?.node})`)
+  check(
+    /^git\+https:\/\/.+\.git$/.test(pkg.repository?.url ?? '') && pkg.repository?.directory === `packages/${p}`,
+    `repository ${pkg.repository?.url} with directory ${pkg.repository?.directory}`,
+  )
+  check(pkg.publishConfig?.access === 'public', `publishConfig.access ${pkg.publishConfig?.access}`)
+  check(typeof pkg.sideEffects === 'boolean', `sideEffects ${pkg.sideEffects}`)
+  check(Array.isArray(pkg.keywords) && pkg.keywords.length > 0, `keywords (${pkg.keywords?.length ?? 0})`)
+  check(pkg.version === versions.core, `version ${pkg.version}, the same as every Tollgate package (released together)`)
+  for (const [dep, range] of Object.entries({ ...pkg.dependencies, ...pkg.peerDependencies })) {
+    const sibling = dep.startsWith('@tollgate/') ? dep.slice('@tollgate/'.length) : null
+    if (sibling) check(range === `^${versions[sibling]}`, `depends on ${dep} ${range} (expected ^${versions[sibling]})`)
+  }
+
+  const lint = run(process.execPath, [bin('publint'), 'run', tgz, '--strict'], { cwd: scratch })
+  if (lint.status === 0) ok(`publint: ${lint.out.trim().split('\n').pop()}`)
+  else fail(`publint\n${indent(lint.out)}`)
+  // Exits 1 on any problem in any resolution mode (node10, node16 from CJS and from ESM, bundler).
+  const attw = run(process.execPath, [bin('attw'), tgz, '--format', 'table-flipped', '--no-color', '--no-emoji'], { cwd: scratch })
+  if (attw.status === 0) ok(`attw: ${/No problems found/.test(attw.out) ? 'no problems found' : 'passed'}`)
+  else fail(`attw\n${indent(attw.out)}`)
+}
+
+// ---------------------------------------------------------------- scratch projects
+// The version of a dependency in the monorepo's node_modules, so the scratch install hits npm's cache.
+function monorepoVersion(dep) {
+  return JSON.parse(readFileSync(join(root, 'node_modules', dep, 'package.json'), 'utf8')).version
+}
+
+function spawnServer(cwd, entry) {
+  return new Promise((resolvePort, reject) => {
+    const child = spawn(process.execPath, [entry], { cwd, stdio: ['ignore', 'pipe', 'pipe'] })
+    let out = ''
+    const timer = setTimeout(() => {
+      child.kill()
+      reject(new Error(`no "listening <port>" within 15 s; output:\n${out}`))
+    }, 15_000)
+    const onData = (chunk) => {
+      out += chunk
+      const m = /listening (\d+)/.exec(out)
+      if (m) {
+        clearTimeout(timer)
+        resolvePort({ child, port: Number(m[1]), output: () => out })
+      }
+    }
+    child.stdout.on('data', onData)
+    child.stderr.on('data', onData)
+    child.on('exit', (code) => {
+      clearTimeout(timer)
+      reject(new Error(`exited with ${code} before listening; output:\n${out}`))
+    })
+  })
+}
+
+async function get(port, path) {
+  const res = await fetch(`http://127.0.0.1:${port}${path}`)
+  return { status: res.status, headers: res.headers, body: await res.text() }
+}
+
+// The apps limit to 2 per minute, in windows aligned to the clock's minutes: three requests sent in the
+// last moments of a minute would cross into the next window and all pass, so wait that edge out.
+async function awayFromWindowEdge(windowMs = 60_000, marginMs = 3_000) {
+  const left = windowMs - (Date.now() % windowMs)
+  if (left < marginMs) await new Promise((r) => setTimeout(r, left + 50))
+}
+
+async function exercise(port, project) {
+  await awayFromWindowEdge()
+  const replies = []
+  for (let i = 0; i < 3; i++) replies.push(await get(port, '/'))
+  const statuses = replies.map((r) => r.status).join(' ')
+  check(statuses === '200 200 429', `GET / three times with max 2: ${statuses}`)
+  const [first, , refused] = replies
+  check(
+    /"2-per-1m";q=2;w=60/.test(first.headers.get('ratelimit-policy') ?? ''),
+    `RateLimit-Policy: ${first.headers.get('ratelimit-policy')}`,
+  )
+  check(/;r=1;/.test(first.headers.get('ratelimit') ?? ''), `first RateLimit: ${first.headers.get('ratelimit')}`)
+  check(/;r=0;/.test(refused.headers.get('ratelimit') ?? ''), `429 RateLimit: ${refused.headers.get('ratelimit')}`)
+  check(/^[1-9]\d*$/.test(refused.headers.get('retry-after') ?? ''), `429 Retry-After: ${refused.headers.get('retry-after')}`)
+  check(
+    refused.headers.get('content-type')?.startsWith('application/problem+json') && JSON.parse(refused.body).status === 429,
+    `429 body: ${refused.headers.get('content-type')} ${refused.body.slice(0, 60)}…`,
+  )
+  check(first.body.includes('"remaining":1'), `handler reads the decision: ${first.body}`)
+  if (project === 'fastify-ts') {
+    const health = []
+    for (let i = 0; i < 3; i++) health.push(await get(port, '/health'))
+    check(
+      health.every((r) => r.status === 200 && !r.headers.has('ratelimit')),
+      `GET /health (rateLimit: false) three times: ${health.map((r) => r.status).join(' ')}, no headers`,
+    )
+  }
+}
+
+const ENTRY = { 'express-cjs': 'dist/server.js', 'express-esm': 'server.js', 'fastify-ts': 'dist/server.js', koa: 'server.js' }
+
+for (const project of readdirSync(projectsDir).sort()) {
+  console.log(`\n${project} (${JSON.parse(readFileSync(join(projectsDir, project, 'package.json'), 'utf8')).description})`)
+  const dir = join(scratch, project)
+  cpSync(join(projectsDir, project), dir, { recursive: true })
+  const pkgFile = join(dir, 'package.json')
+  const pkg = JSON.parse(readFileSync(pkgFile, 'utf8'))
+  for (const field of ['dependencies', 'devDependencies']) {
+    for (const [dep, spec] of Object.entries(pkg[field] ?? {})) {
+      if (spec === 'tarball') {
+        if (!tarballs[dep]) throw new Error(`${dep} was not packed`)
+        pkg[field][dep] = `file:${tarballs[dep]}`
+      } else if (spec === 'monorepo') pkg[field][dep] = monorepoVersion(dep)
+    }
+  }
+  writeFileSync(pkgFile, `${JSON.stringify(pkg, null, 2)}\n`)
+  const t0 = Date.now()
+  const install = run(npm, ['install', '--prefer-offline', '--no-audit', '--no-fund', '--ignore-scripts', '--loglevel=error'], { cwd: dir })
+  if (install.status !== 0) {
+    fail(`npm install\n${indent(install.out)}`)
+    continue
+  }
+  ok(
+    `npm install (${((Date.now() - t0) / 1000).toFixed(1)} s): ${Object.entries({ ...pkg.dependencies, ...pkg.devDependencies })
+      .map(([d, s]) => `${d}@${s.startsWith('file:') ? 'tarball' : s}`)
+      .join(', ')}`,
+  )
+  if (existsSync(join(dir, 'tsconfig.json'))) {
+    const tsc = run(process.execPath, [join(dir, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', 'tsconfig.json'], { cwd: dir })
+    const opts = JSON.parse(readFileSync(join(dir, 'tsconfig.json'), 'utf8')).compilerOptions
+    const what = `tsc (module ${opts.module}, moduleResolution ${opts.moduleResolution}, strict, skipLibCheck ${opts.skipLibCheck})`
+    if (tsc.status !== 0) {
+      fail(`${what}\n${indent(tsc.out)}`)
+      continue
+    }
+    ok(what)
+  }
+  let server
+  try {
+    server = await spawnServer(dir, ENTRY[project])
+    ok(`node ${ENTRY[project]}: listening on 127.0.0.1:${server.port}`)
+    await exercise(server.port, project)
+  } catch (error) {
+    fail(`${project}: ${error.message}${server ? `\n${indent(server.output())}` : ''}`)
+  } finally {
+    server?.child.kill()
+  }
+}
+
+console.log('')
+if (failures.length) {
+  console.log(`external suite: ${failures.length} check(s) failed; the scratch projects are kept in ${scratch}`)
+  process.exit(1)
+}
+if (args.has('--keep')) console.log(`external suite: all checks passed; scratch projects kept in ${scratch}`)
+else {
+  rmSync(scratch, { recursive: true, force: true })
+  console.log('external suite: all checks passed')
+}
