@@ -198,6 +198,40 @@ export const scenarios: Scenario[] = [
     check: (_o, logs) => expect(logs.filter((l) => l.includes('X-Forwarded-For'))).toHaveLength(1),
   },
   {
+    name: 'answers 403 with problem details and no quota headers for a client on the denyList, counting nothing',
+    app: (s) => ({
+      global: { max: 1, window: '1m', denyList: ['203.0.113.0/24', '2001:db8::/32'], ...s },
+      routes: [{ method: 'GET', path: '/' }],
+      trustProxy: true,
+    }),
+    steps: [
+      ...GET(2, { headers: { 'x-forwarded-for': '203.0.113.9' } }),
+      { headers: { 'x-forwarded-for': '2001:db8::5' } },
+      ...GET(2, { headers: { 'x-forwarded-for': '192.0.2.1' } }),
+    ],
+    statuses: [403, 403, 403, 200, 429],
+    check: (o) => {
+      for (const r of o.slice(0, 3)) {
+        expect([r.ratelimit, r.policy, r.retryAfter]).toEqual([undefined, undefined, undefined])
+        expect(r.contentType).toBe('application/problem+json')
+        expect(JSON.parse(r.body!)).toMatchObject({ title: 'Forbidden', status: 403 })
+      }
+    },
+  },
+  {
+    name: 'never limits a client on the allowList, and sends it no headers',
+    app: (s) => ({
+      global: { max: 1, window: '1m', allowList: ['198.51.100.0/24'], ...s },
+      routes: [{ method: 'GET', path: '/' }],
+      trustProxy: true,
+    }),
+    steps: [...GET(3, { headers: { 'x-forwarded-for': '198.51.100.20' } }), ...GET(2, { headers: { 'x-forwarded-for': '192.0.2.1' } })],
+    statuses: [200, 200, 200, 200, 429],
+    check: (o) => {
+      for (const r of o.slice(0, 3)) expect([r.ratelimit, r.policy]).toEqual([undefined, undefined])
+    },
+  },
+  {
     name: 'sends no rate-limit header at all with headers: false and refusalHeaders: false, the 429 included',
     app: (s) => ({ global: { max: 1, window: '1m', headers: false, refusalHeaders: false, ...s }, routes: [{ method: 'GET', path: '/' }] }),
     steps: GET(2),

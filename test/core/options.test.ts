@@ -29,6 +29,13 @@ describe('options are validated once, at construction', () => {
     ['legacyHeaders', 'yes', /"legacyHeaders".*"yes" \(string\)/],
     ['headersOn', 'never', /"headersOn".*"never" \(string\)/],
     ['refusalHeaders', 1, /"refusalHeaders".*1 \(number\)/],
+    ['allowList', '10.0.0.0/8', /"allowList".*"10.0.0.0\/8" \(string\)/],
+    ['allowList', [''], /"allowList\[0\]".*"" \(string\)/],
+    ['denyList', ['10.0.0.0/33'], /"denyList\[0\]".*prefix length from 0 to 32.*"10.0.0.0\/33"/],
+    ['denyList', ['not-an-ip/8'], /"denyList\[0\]".*CIDR range.*"not-an-ip\/8"/],
+    ['denyList', [5], /"denyList\[0\]".*5 \(number\)/],
+    ['denyStatusCode', 200, /"denyStatusCode".*200 \(number\)/],
+    ['denyMessage', 5, /"denyMessage".*5 \(number\)/],
     ['statusCode', 200, /"statusCode".*200 \(number\)/],
     ['statusCode', '429', /"statusCode".*"429" \(string\)/],
     ['message', 42, /"message".*42 \(number\)/],
@@ -117,6 +124,8 @@ describe('options are validated once, at construction', () => {
     ['errorResponseBuilder', 'message'],
     ['redis', 'store'],
     ['driver', 'store'],
+    ['whitelist', 'allowList'],
+    ['blacklist', 'denyList'],
   ])('answers the peer option %s with "did you mean %s"', (peer, ours) => {
     expect(() => new Limiter({ [peer]: 1 } as never)).toThrow(new RegExp(`Unknown option "${peer}" \\(did you mean "${ours}"\\?\\)`))
   })

@@ -42,7 +42,8 @@ export type Gate<Req, Res, Extra = undefined> = (req: Req, res: Res, extra: Extr
  * 1. count once per request (`visit`), and skip what `skip` skips;
  * 2. record the decision where the framework exposes it, and set the headers for every decision so far;
  * 3. allowed: arm the refund hook when refunds are on, and go on;
- * 4. refused: set the status, then call the user's handler, or send the default refusal.
+ * 4. refused: set the status, then call the user's handler, or send the default refusal;
+ *    a client on the deny list gets the deny status and body, and no quota headers.
  */
 export function createGate<Req, Res, Extra = undefined>(
   limiter: Limiter<Req>,
@@ -59,6 +60,12 @@ export function createGate<Req, Res, Extra = undefined>(
 
   const respond = (req: Req, res: Res, extra: Extra, decision: Decision | undefined): MaybePromise<boolean> => {
     if (decision === undefined) return true
+    if (decision.denied === true) {
+      // On the deny list: no quota to show, the deny status and body.
+      io.status(res, limiter.config.denyStatusCode)
+      const denial = limiter.denial(req, decision)
+      return isThenable(denial) ? denial.then((r) => sendRejection(res, r)) : sendRejection(res, denial)
+    }
     io.setHeaders(res, limiter.headers(io.record(req, res, decision)))
     if (decision.allowed) {
       if (completes) limiter.afterResponse(req, res, io.raw(res), decision)

@@ -119,7 +119,7 @@ function isDottedQuad(s: string): boolean {
 }
 
 /** Expands a valid IPv6 text form (possibly with an embedded IPv4 tail) to eight 16-bit groups. */
-function expandIPv6(address: string): number[] {
+export function expandIPv6(address: string): number[] {
   let text = address.toLowerCase()
   const lastColon = text.lastIndexOf(':')
   const tail = text.slice(lastColon + 1)

@@ -30,6 +30,8 @@ export type DecisionSource =
   | 'allow'
   /** The store failed; the request was refused (`onStoreError: "deny"`). */
   | 'deny'
+  /** The client is on the `denyList`: refused (403), counted nowhere. */
+  | 'denyList'
 
 /** One limit, with its header fragments rendered once. */
 export interface Policy {
@@ -69,6 +71,8 @@ export interface Decision {
   limits?: Decision[]
   /** Shadow mode: the limit refused the request, but it was let through (`allowed` is true). */
   shadowed?: boolean
+  /** The client is on the `denyList`: refused with `denyStatusCode` (403), no quota headers, counted nowhere. */
+  denied?: boolean
 }
 
 /** Where request-time problems are reported. Each distinct problem is logged once, not per request. */

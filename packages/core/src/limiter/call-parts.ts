@@ -1,6 +1,7 @@
 import type { Algorithm } from '../algorithms'
 import { storeKey } from '../keys'
-import { type Config, makeLimit } from '../options/parse-options'
+import { makeLimit } from '../options/limits'
+import type { Config } from '../options/parse-options'
 import type { Decision, LimitSpec, StoreCall } from '../types'
 
 /** Dynamic `max` values whose limits (and so policy strings) are kept built. */

@@ -72,6 +72,25 @@ export class Counting<Req> {
     return this.countIn(c.store, 'store', clientKey, max, cost, now)
   }
 
+  /** The decision for a client on the deny list: refused with no wait to suggest, counted nowhere, no event. */
+  deny(clientKey: string, max: number): Decision {
+    const now = this.config.clock()
+    return {
+      allowed: false,
+      denied: true,
+      limit: max,
+      remaining: 0,
+      count: 0,
+      resetAt: now,
+      retryAfterMs: 0,
+      at: now,
+      key: clientKey,
+      policy: this.parts.limitFor(max).policy,
+      source: 'denyList',
+      cost: 0,
+    }
+  }
+
   /** What `clientKey` has left, counting nothing and emitting nothing (see decision.ts, peekAt). */
   peek(clientKey: string, max: number): MaybePromise<Decision> {
     const call = this.parts.call(clientKey, this.parts.limitsFor(max), 0, this.config.clock())

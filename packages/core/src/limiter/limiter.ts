@@ -98,6 +98,11 @@ export class Limiter<Req = unknown> extends EventEmitter {
     return this.response.rejection(req, decision)
   }
 
+  /** Status, content type and body for a client on the deny list (`decision.denied`). */
+  denial(req: Req, decision: Decision): MaybePromise<Rejection> {
+    return this.response.denial(req, decision)
+  }
+
   /** Arms the refund hook: once `raw` closes, its outcome decides whether the request counts. */
   afterResponse(req: Req, res: unknown, raw: ServerResponse, decision: Decision): void {
     this.response.afterResponse(req, res, raw, decision)

@@ -1,3 +1,4 @@
+import { ClientList } from '../client-lists'
 import { describeValue, TollgateError } from '../errors'
 import { clientKey, ipKey, UNKNOWN_CLIENT_KEY } from '../keys'
 import type { Config } from '../options/parse-options'
@@ -6,6 +7,8 @@ import { type AdapterHooks, type Decision, isThenable, type MaybePromise } from 
 /** What counts a request once its inputs are known: the client key (as stored), its max and its cost. */
 export interface Counter {
   count(clientKey: string, max: number, cost: number): MaybePromise<Decision>
+  /** The decision for a client on the deny list: refused, counted nowhere. */
+  deny(clientKey: string, max: number): Decision
 }
 
 /**
@@ -72,7 +75,7 @@ export class RequestInputs<Req> {
     return error
   }
 
-  private evaluate(req: Req): MaybePromise<Decision> {
+  private evaluate(req: Req): MaybePromise<Decision | undefined> {
     const c = this.config
     const key = c.key === undefined ? this.ipKeyOf(req) : this.call('key', c.key, req)
     const max = typeof c.max === 'number' ? c.max : this.call('max', c.max, req)
@@ -82,13 +85,46 @@ export class RequestInputs<Req> {
         Promise.resolve(key).catch((e) => Promise.reject(this.requestError('key', e))),
         Promise.resolve(max).catch((e) => Promise.reject(this.requestError('max', e))),
         Promise.resolve(cost).catch((e) => Promise.reject(this.requestError('cost', e))),
-      ]).then(([k, m, n]) => this.counter.count(this.keyOf(k), this.validCount('max', m), this.validCount('cost', n)))
+      ]).then(([k, m, n]) => this.admit(req, this.keyOf(k), this.validCount('max', m), this.validCount('cost', n)))
     }
-    return this.counter.count(
+    return this.admit(
+      req,
       c.key === undefined ? key : this.keyOf(key),
       max === c.max ? max : this.validCount('max', max),
       cost === c.cost ? cost : this.validCount('cost', cost),
     )
+  }
+
+  /** Counts the request, unless its client is on the deny list (refused) or the allow list (let through). */
+  private admit(req: Req, key: string, max: number, cost: number): MaybePromise<Decision | undefined> {
+    const { allowList, denyList } = this.config
+    if (allowList === undefined && denyList === undefined) return this.counter.count(key, max, cost)
+    const ip = this.hooks.ip(req)
+    const denied = denyList === undefined ? false : this.listed('denyList', denyList, req, ip, key)
+    const then = (isDenied: boolean): MaybePromise<Decision | undefined> => {
+      if (isDenied) return this.counter.deny(key, max)
+      const allowed = allowList === undefined ? false : this.listed('allowList', allowList, req, ip, key)
+      if (isThenable(allowed)) return allowed.then((a) => (a ? undefined : this.counter.count(key, max, cost)))
+      return allowed ? undefined : this.counter.count(key, max, cost)
+    }
+    return isThenable(denied) ? denied.then(then) : then(denied)
+  }
+
+  private listed(
+    name: string,
+    list: ClientList | ((req: Req) => MaybePromise<boolean>),
+    req: Req,
+    ip: string | undefined,
+    key: string,
+  ): MaybePromise<boolean> {
+    if (list instanceof ClientList) return list.matches(ip ?? undefined, key)
+    const answer = this.call(name, list, req)
+    return isThenable(answer)
+      ? answer.then(
+          (a) => a === true,
+          (e) => Promise.reject(this.requestError(name, e)),
+        )
+      : answer === true
   }
 
   private ipKeyOf(req: Req): string {

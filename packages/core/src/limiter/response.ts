@@ -2,6 +2,7 @@ import type { ServerResponse } from 'node:http'
 import { STATUS_CODES } from 'node:http'
 import { describeDuration } from '../duration'
 import { rateLimitHeaders } from '../headers'
+import type { LimiterOptions } from '../options/limiter-options'
 import type { Config } from '../options/parse-options'
 import { type Decision, isThenable, type MaybePromise, type Policy } from '../types'
 
@@ -21,6 +22,7 @@ const MAX_CACHED_REJECTIONS = 256
  */
 export class ResponseParts<Req> {
   private readonly rejections = new Map<Policy, Rejection>()
+  private readonly denials = new Map<Policy, Rejection>()
 
   constructor(
     private readonly config: Config<Req>,
@@ -48,24 +50,44 @@ export class ResponseParts<Req> {
     return chosen
   }
 
+  /** Status, content type and body of a refused request. */
   rejection(req: Req, decision: Decision): MaybePromise<Rejection> {
     const { message, statusCode } = this.config
+    return this.body(
+      req,
+      decision,
+      message,
+      statusCode,
+      this.rejections,
+      (d) =>
+        `Too many requests: the limit is ${d.limit} per ${describeDuration(d.policy.windowMs)}. Retry after the number of seconds in the Retry-After header.`,
+    )
+  }
+
+  /** Status, content type and body for a client on the deny list. */
+  denial(req: Req, decision: Decision): MaybePromise<Rejection> {
+    const { denyMessage, denyStatusCode } = this.config
+    return this.body(req, decision, denyMessage, denyStatusCode, this.denials, () => 'This client may not make requests here.')
+  }
+
+  /** A refusal's body: the option's (a function's per request), or problem details rendered once per policy. */
+  private body(
+    req: Req,
+    decision: Decision,
+    message: LimiterOptions<Req>['message'],
+    status: number,
+    cache: Map<Policy, Rejection>,
+    detail: (decision: Decision) => string,
+  ): MaybePromise<Rejection> {
     if (typeof message === 'function') {
       const body = message(req, decision)
-      return isThenable(body) ? body.then((b) => this.render(b)) : this.render(body)
+      return isThenable(body) ? body.then((b) => this.render(b, status)) : this.render(body, status)
     }
-    let cached = this.rejections.get(decision.policy)
+    let cached = cache.get(decision.policy)
     if (cached === undefined) {
-      cached = this.render(
-        message ?? {
-          type: 'about:blank',
-          title: STATUS_CODES[statusCode] ?? 'Too Many Requests',
-          status: statusCode,
-          detail: `Too many requests: the limit is ${decision.limit} per ${describeDuration(decision.policy.windowMs)}. Retry after the number of seconds in the Retry-After header.`,
-        },
-        message === undefined,
-      )
-      if (this.rejections.size < MAX_CACHED_REJECTIONS) this.rejections.set(decision.policy, cached)
+      const problem = { type: 'about:blank', title: STATUS_CODES[status] ?? 'Error', status, detail: detail(decision) }
+      cached = this.render(message ?? problem, status, message === undefined)
+      if (cache.size < MAX_CACHED_REJECTIONS) cache.set(decision.policy, cached)
     }
     return cached
   }
@@ -99,10 +121,10 @@ export class ResponseParts<Req> {
     }
   }
 
-  private render(body: string | Record<string, unknown>, problem = false): Rejection {
-    if (typeof body === 'string') return { status: this.config.statusCode, contentType: 'text/plain; charset=utf-8', body }
+  private render(body: string | Record<string, unknown>, status: number, problem = false): Rejection {
+    if (typeof body === 'string') return { status, contentType: 'text/plain; charset=utf-8', body }
     return {
-      status: this.config.statusCode,
+      status,
       contentType: problem ? 'application/problem+json' : 'application/json; charset=utf-8',
       body: JSON.stringify(body),
     }

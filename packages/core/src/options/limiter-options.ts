@@ -45,6 +45,24 @@ export interface LimiterOptions<Req = unknown> {
    * @default 1
    */
   cost?: number | ((req: Req) => MaybePromise<number>)
+  /**
+   * Clients never limited: their requests are not counted and get no headers. IPs and CIDR ranges
+   * (`"203.0.113.0/24"`, `"2001:db8::/32"`), matched on the client IP as the framework resolved it,
+   * or other strings, matched on the client key; or a function of the request returning true.
+   */
+  allowList?: string[] | ((req: Req) => MaybePromise<boolean>)
+  /**
+   * Clients always refused, with `denyStatusCode` (403) and a problem-details body, counted nowhere.
+   * The same entries as `allowList`; a client on both is denied.
+   */
+  denyList?: string[] | ((req: Req) => MaybePromise<boolean>)
+  /** Status of a request from a client on the `denyList`. @default 403 */
+  denyStatusCode?: number
+  /**
+   * Body of a request from a client on the `denyList`, as `message` is for refusals. Defaults to an
+   * RFC 9457 problem-details JSON body.
+   */
+  denyMessage?: string | Record<string, unknown> | ((req: Req, decision: Decision) => MaybePromise<string | Record<string, unknown>>)
   /** Return true to let a request through without counting it or adding headers. */
   skip?: (req: Req) => MaybePromise<boolean>
   /**

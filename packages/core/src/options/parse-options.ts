@@ -1,10 +1,12 @@
 import { ALGORITHM_NAMES, ALGORITHMS } from '../algorithms'
-import { formatDuration, parseDuration } from '../duration'
+import { ClientList } from '../client-lists'
+import { parseDuration } from '../duration'
 import { invalidOption, rejectUnknown } from '../errors'
 import { isPrefix } from '../keys'
-import type { AlgorithmName, HeaderStyle, LimitSpec, Logger, MaybePromise, Policy, Store, StoreErrorPolicy } from '../types'
-import { checkPolicyName, countOrFunction, isCount, isPlainObject, optionalFunction } from './checks'
+import type { AlgorithmName, HeaderStyle, LimitSpec, Logger, MaybePromise, Store, StoreErrorPolicy } from '../types'
+import { checkPolicyName, countOrFunction, isPlainObject, optionalFunction } from './checks'
 import type { LimiterOptions } from './limiter-options'
+import { parseLimits } from './limits'
 import { guessOption } from './peer-names'
 
 /** Options after validation: every default filled in, frozen, never re-checked per request. */
@@ -16,6 +18,10 @@ export interface Config<Req> {
   readonly store: Store
   readonly cost: number | ((req: Req) => MaybePromise<number>)
   readonly skip: ((req: Req) => MaybePromise<boolean>) | undefined
+  readonly allowList: ClientList | ((req: Req) => MaybePromise<boolean>) | undefined
+  readonly denyList: ClientList | ((req: Req) => MaybePromise<boolean>) | undefined
+  readonly denyStatusCode: number
+  readonly denyMessage: LimiterOptions<Req>['denyMessage']
   readonly headers: HeaderStyle | false
   readonly legacyHeaders: boolean
   readonly headersOn: 'all' | 'allowed' | 'refused'
@@ -46,6 +52,10 @@ const OPTION_KEYS = {
   store: true,
   cost: true,
   skip: true,
+  allowList: true,
+  denyList: true,
+  denyStatusCode: true,
+  denyMessage: true,
   headers: true,
   legacyHeaders: true,
   headersOn: true,
@@ -115,9 +125,19 @@ export function parseOptions<Req>(
     throw invalidOption('statusCode', 'an HTTP error status from 400 to 599', statusCode)
   }
 
+  const denyStatusCode = o.denyStatusCode === undefined ? 403 : o.denyStatusCode
+  if (typeof denyStatusCode !== 'number' || !Number.isInteger(denyStatusCode) || denyStatusCode < 400 || denyStatusCode > 599) {
+    throw invalidOption('denyStatusCode', 'an HTTP error status from 400 to 599', denyStatusCode)
+  }
+
   const message = o.message
-  if (message !== undefined && typeof message !== 'string' && typeof message !== 'function' && !isPlainObject(message)) {
-    throw invalidOption('message', 'a string, a plain object, or a function returning one', message)
+  for (const [name, value] of [
+    ['message', message],
+    ['denyMessage', o.denyMessage],
+  ] as const) {
+    if (value !== undefined && typeof value !== 'string' && typeof value !== 'function' && !isPlainObject(value)) {
+      throw invalidOption(name, 'a string, a plain object, or a function returning one', value)
+    }
   }
 
   const ipv6Subnet = o.ipv6Subnet === undefined ? 56 : o.ipv6Subnet
@@ -163,32 +183,10 @@ export function parseOptions<Req>(
       store,
     )
   }
-  let limits: LimitSpec[] | undefined
-  if (o.limits !== undefined) {
-    if (!Array.isArray(o.limits) || o.limits.length === 0 || o.limits.length > 10) {
-      throw invalidOption('limits', 'an array of 1 to 10 limits like { max: 10, window: "1s" }', o.limits)
-    }
-    if (o.max !== undefined || o.window !== undefined) {
-      throw invalidOption('limits', 'limits without max or window (give every limit its own max and window)', o.limits)
-    }
-    limits = o.limits.map((limit: unknown, i: number) => {
-      const at = `limits[${i}]`
-      if (!isPlainObject(limit)) throw invalidOption(at, 'an object like { max: 10, window: "1s" }', limit)
-      for (const k of Object.keys(limit))
-        if (!['max', 'window', 'burst', 'name'].includes(k)) throw invalidOption(`${at}.${k}`, 'one of max, window, burst, name', limit[k])
-      if (!isCount(limit.max)) throw invalidOption(`${at}.max`, 'a whole number ≥ 0', limit.max)
-      if (limit.window === undefined) throw invalidOption(`${at}.window`, 'a duration such as "1s" or "1 hour"', limit.window)
-      const b = limit.burst
-      if (b !== undefined && (typeof b !== 'number' || !Number.isSafeInteger(b) || b < 1 || !takesBurst)) {
-        throw invalidOption(`${at}.burst`, 'a whole number ≥ 1, with algorithm "gcra"', b)
-      }
-      const limitName = checkPolicyName(`${at}.name`, limit.name)
-      return makeLimit(limit.max, parseDuration(`${at}.window`, limit.window), b as number | undefined, limitName)
-    })
-    if (new Set(limits.map((l) => l.windowMs)).size !== limits.length) {
-      throw invalidOption('limits', 'limits with distinct windows (two limits of one window: keep the tighter)', o.limits)
-    }
+  if (o.limits !== undefined && (o.max !== undefined || o.window !== undefined)) {
+    throw invalidOption('limits', 'limits without max or window (give every limit its own max and window)', o.limits)
   }
+  const limits = o.limits === undefined ? undefined : parseLimits(o.limits, takesBurst)
   for (const flag of ['skipFailedRequests', 'skipSuccessfulRequests', 'shadow'] as const) {
     if (o[flag] !== undefined && typeof o[flag] !== 'boolean') throw invalidOption(flag, 'true or false', o[flag])
   }
@@ -211,6 +209,10 @@ export function parseOptions<Req>(
     prefix,
     store: store as Store,
     cost: countOrFunction<Req>('cost', o.cost, 1),
+    allowList: clientList<Req>('allowList', o.allowList),
+    denyList: clientList<Req>('denyList', o.denyList),
+    denyStatusCode,
+    denyMessage: o.denyMessage as LimiterOptions<Req>['denyMessage'],
     skip: optionalFunction<(req: Req) => MaybePromise<boolean>>('skip', o.skip, 'a function of the request returning true to skip it'),
     headers,
     legacyHeaders: (o.legacyHeaders as boolean | undefined) ?? false,
@@ -226,9 +228,8 @@ export function parseOptions<Req>(
   })
 }
 
-/** A limit, normalised, with its policy (and so its header fragments) built once. */
-export function makeLimit(max: number, windowMs: number, burst: number | undefined, name: string | undefined): LimitSpec {
-  const label = formatDuration(windowMs)
-  const policy: Policy = Object.freeze({ name: name ?? `${max}-per-${label}`, limit: max, windowMs })
-  return Object.freeze({ max, windowMs, burst: burst ?? max, label, policy })
+function clientList<Req>(name: string, value: unknown): ClientList | ((req: Req) => MaybePromise<boolean>) | undefined {
+  if (value === undefined) return undefined
+  if (typeof value === 'function') return value as (req: Req) => MaybePromise<boolean>
+  return new ClientList(name, value)
 }
