@@ -34,7 +34,8 @@ const escapeChar = (c: string) => (c === '{' ? '%7B' : c === '}' ? '%7D' : '%25'
 
 /** Key stem of limit `i`: the plain store key for a single limit (so the default key stays `<prefix>{<client>}:<window>`). */
 export function stem(call: Pick<StoreCall, 'storeKey' | 'limits'>, i: number): string {
-  return call.limits.length === 1 ? call.storeKey : `${call.storeKey}:${call.limits[i]!.label}`
+  const limit = call.limits[i]!
+  return call.limits.length === 1 && limit.keyed !== true ? call.storeKey : `${call.storeKey}:${limit.label}`
 }
 
 /** Index of the fixed window containing `now`. Shared by every store and algorithm so they agree on edges. */

@@ -91,6 +91,8 @@ export interface LimitSpec {
   readonly burst: number
   /** Used in store keys when a limiter has several limits, e.g. "1s". */
   readonly label: string
+  /** The label is part of the keys even when the limit is alone: its window comes from a `window` function. */
+  readonly keyed?: boolean
   readonly policy: Policy
 }
 

@@ -12,6 +12,8 @@ const MAX_CACHED_STORE_KEYS = 16384
 /** What a store call is made of, built once and kept: store keys, limits, call ids. */
 export class CallParts {
   private readonly limits = new Map<number, LimitSpec>()
+  /** Limits of a `window` function's windows, by max and window. */
+  private readonly windowed = new Map<string, LimitSpec>()
   /**
    * Store keys by client key. A client's requests then share one key string, whose hash V8 keeps:
    * building and hashing a fresh prefix+{key} per request was ~40% of the memory store's time.
@@ -36,7 +38,7 @@ export class CallParts {
    */
   rebuild(decision: Decision): StoreCall | undefined {
     if (this.algorithm.name === 'sliding-log') return undefined
-    const limits = this.config.limits ?? [this.limitFor(decision.limit)]
+    const limits = this.limitsFor(this.limitFor(decision.limit))
     if (!limits.some((l) => l.policy === decision.policy)) return undefined
     return this.call(decision.key, limits, decision.cost, decision.at)
   }
@@ -56,8 +58,26 @@ export class CallParts {
     return key
   }
 
-  limitsFor(max: number): readonly LimitSpec[] {
-    return this.config.limits ?? [this.limitFor(max)]
+  limitsFor(limit: LimitSpec): readonly LimitSpec[] {
+    return this.config.limits ?? [limit]
+  }
+
+  /** The limit of `max` per `windowMs` from a `window` function: its label is part of its keys, so two windows never share a count. */
+  windowedLimit(max: number, windowMs: number): LimitSpec {
+    const id = `${max}/${windowMs}`
+    let limit = this.windowed.get(id)
+    if (limit === undefined) {
+      const { name, burst } = this.config
+      limit = makeLimit(max, windowMs, burst, name, true)
+      if (this.windowed.size < MAX_CACHED_LIMITS) this.windowed.set(id, limit)
+    }
+    return limit
+  }
+
+  /** The fast path's key of `limit` for a client: the store key, with the label for a keyed limit (as keys.ts stem). */
+  fastKey(clientKey: string, limit: LimitSpec): string {
+    const key = this.storeKey(clientKey)
+    return limit.keyed === true ? `${key}:${limit.label}` : key
   }
 
   limitFor(max: number): LimitSpec {

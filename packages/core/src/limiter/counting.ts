@@ -4,7 +4,16 @@ import { fixedWindow } from '../algorithms/fixed-window'
 import { decisive } from '../headers'
 import { windowIndex } from '../keys'
 import type { Config } from '../options/parse-options'
-import { type Decision, type DecisionSource, isThenable, type MaybePromise, type Store, type StoreCall, type StoreResult } from '../types'
+import {
+  type Decision,
+  type DecisionSource,
+  isThenable,
+  type LimitSpec,
+  type MaybePromise,
+  type Store,
+  type StoreCall,
+  type StoreResult,
+} from '../types'
 import { CallParts } from './call-parts'
 import type { Resilience } from './resilience'
 
@@ -49,11 +58,13 @@ export class Counting<Req> {
     this.parts = new CallParts(config as Config<unknown>, algorithm)
   }
 
-  count(clientKey: string, max: number, cost: number): MaybePromise<Decision> {
+  /** `windowMs` is the request's own window, from a `window` function. */
+  count(clientKey: string, max: number, cost: number, windowMs?: number): MaybePromise<Decision> {
     const c = this.config
     const now = c.clock()
+    const limit = windowMs === undefined ? this.parts.limitFor(max) : this.parts.windowedLimit(max, windowMs)
     if (this.remote) {
-      if (this.fast) {
+      if (this.fast && windowMs === undefined) {
         const index = windowIndex(now, c.windowMs)
         if (index !== this.overWindow) {
           // A new window: every "over" verdict of the last one is void.
@@ -64,12 +75,12 @@ export class Counting<Req> {
         // until the window ends: answer without a round trip.
         // (Off with refunds: a refund elsewhere can bring a count back under the limit.)
         const known = this.refunds ? undefined : this.over.get(clientKey)
-        if (known !== undefined && known + cost > max) return this.fromCount(clientKey, undefined, known + cost, max, cost, now, 'cache')
+        if (known !== undefined && known + cost > max) return this.fromCount(clientKey, undefined, known + cost, limit, cost, now, 'cache')
       }
       if (this.resilience.degraded && this.resilience.isOpen(this.parts.storeKey(clientKey), now))
-        return this.failed(undefined, clientKey, max, cost, now)
+        return this.failed(undefined, clientKey, limit, cost, now)
     }
-    return this.countIn(c.store, 'store', clientKey, max, cost, now)
+    return this.countIn(c.store, 'store', clientKey, limit, cost, now)
   }
 
   /** The decision for a client on the deny list: refused with no wait to suggest, counted nowhere, no event. */
@@ -93,7 +104,7 @@ export class Counting<Req> {
 
   /** What `clientKey` has left, counting nothing and emitting nothing (see decision.ts, peekAt). */
   peek(clientKey: string, max: number): MaybePromise<Decision> {
-    const call = this.parts.call(clientKey, this.parts.limitsFor(max), 0, this.config.clock())
+    const call = this.parts.call(clientKey, this.parts.limitsFor(this.parts.limitFor(max)), 0, this.config.clock())
     const result = this.config.store.admit(call)
     return isThenable(result) ? result.then((r) => this.peeked(call, r, clientKey)) : this.peeked(call, result, clientKey)
   }
@@ -101,7 +112,7 @@ export class Counting<Req> {
   /** Forgets everything counted for `clientKey` (in the current window, for the window algorithms). */
   forget(clientKey: string, max: number): MaybePromise<void> {
     this.over.delete(clientKey)
-    return this.config.store.forget(this.parts.call(clientKey, this.parts.limitsFor(max), 0, this.config.clock()))
+    return this.config.store.forget(this.parts.call(clientKey, this.parts.limitsFor(this.parts.limitFor(max)), 0, this.config.clock()))
   }
 
   /** Undoes an admitted decision, in the store that counted it. */
@@ -127,16 +138,23 @@ export class Counting<Req> {
   }
 
   /** Counts in `store`: the fast path's increment, or one atomic admit for every limit. */
-  private countIn(store: Store, source: DecisionSource, clientKey: string, max: number, cost: number, now: number): MaybePromise<Decision> {
-    const failed = source === 'store' && this.remote ? (error: unknown) => this.failed(error, clientKey, max, cost, now) : undefined
+  private countIn(
+    store: Store,
+    source: DecisionSource,
+    clientKey: string,
+    limit: LimitSpec,
+    cost: number,
+    now: number,
+  ): MaybePromise<Decision> {
+    const failed = source === 'store' && this.remote ? (error: unknown) => this.failed(error, clientKey, limit, cost, now) : undefined
     try {
       if (this.fast) {
-        const key = this.parts.storeKey(clientKey)
-        const counted = store.increment!(key, cost, this.config.windowMs, now)
-        if (!isThenable(counted)) return this.fromCount(clientKey, key, counted, max, cost, now, source)
-        return counted.then((n) => this.fromCount(clientKey, key, n, max, cost, now, source), failed)
+        const key = this.parts.fastKey(clientKey, limit)
+        const counted = store.increment!(key, cost, limit.windowMs, now)
+        if (!isThenable(counted)) return this.fromCount(clientKey, key, counted, limit, cost, now, source)
+        return counted.then((n) => this.fromCount(clientKey, key, n, limit, cost, now, source), failed)
       }
-      const call = this.parts.call(clientKey, this.parts.limitsFor(max), cost, now)
+      const call = this.parts.call(clientKey, this.parts.limitsFor(limit), cost, now)
       const result = store.admit(call)
       if (!isThenable(result)) return this.fromResult(call, result, clientKey, source)
       return result.then((r) => this.fromResult(call, r, clientKey, source), failed)
@@ -151,19 +169,20 @@ export class Counting<Req> {
     clientKey: string,
     key: string | undefined,
     count: number,
-    max: number,
+    limit: LimitSpec,
     cost: number,
     now: number,
     source: DecisionSource,
   ): Decision {
+    const { max, windowMs } = limit
     if (source === 'store' && this.remote && key !== undefined) {
       const r = this.resilience
       if (r.degraded) r.answered(key)
-      count = r.mirrorCount(key, this.config.windowMs, now, count, cost)
+      count = r.mirrorCount(key, windowMs, now, count, cost)
       // Only cache a verdict for the window it was made in; a reply can arrive after the edge.
-      if (count > max && !this.refunds && windowIndex(now, this.config.windowMs) === this.overWindow) this.over.set(clientKey, count)
+      if (count > max && !this.refunds && limit.keyed !== true && windowIndex(now, windowMs) === this.overWindow)
+        this.over.set(clientKey, count)
     }
-    const limit = this.parts.limitFor(max)
     const decision = decide(fixedWindow, limit, count - cost, count, count <= max, cost, now, clientKey, source)
     if (this.refunds && decision.allowed && key !== undefined) {
       this.calls.set(decision, { algorithm: 'fixed-window', storeKey: key, limits: [limit], cost, now, id: this.parts.nextId() })
@@ -205,16 +224,16 @@ export class Counting<Req> {
   }
 
   /** The store failed (or the circuit is open: `error` undefined): decide by the failure policy. */
-  private failed(error: unknown, clientKey: string, max: number, cost: number, now: number): Decision {
+  private failed(error: unknown, clientKey: string, limit: LimitSpec, cost: number, now: number): Decision {
     const c = this.config
     if (error !== undefined) this.resilience.failed(error, this.parts.storeKey(clientKey), now)
     if (c.onStoreError === 'fallback') {
       this.resilience.fellBack(now)
-      const decision = this.countIn(this.resilience.fallback, 'fallback', clientKey, max, cost, now) as Decision
+      const decision = this.countIn(this.resilience.fallback, 'fallback', clientKey, limit, cost, now) as Decision
       this.emit('fallback', decision)
       return decision
     }
-    const call = this.parts.call(clientKey, this.parts.limitsFor(max), cost, now)
+    const call = this.parts.call(clientKey, this.parts.limitsFor(limit), cost, now)
     return this.fromResult(
       call,
       this.resilience.unavailable(this.algorithm, call.limits, now, c.onStoreError === 'allow'),

@@ -1,4 +1,5 @@
 import { ClientList } from '../client-lists'
+import { type Duration, parseDuration } from '../duration'
 import { describeValue, TollgateError } from '../errors'
 import { clientKey, ipKey, UNKNOWN_CLIENT_KEY } from '../keys'
 import type { Config } from '../options/parse-options'
@@ -6,7 +7,7 @@ import { type AdapterHooks, type Decision, isThenable, type MaybePromise } from 
 
 /** What counts a request once its inputs are known: the client key (as stored), its max and its cost. */
 export interface Counter {
-  count(clientKey: string, max: number, cost: number): MaybePromise<Decision>
+  count(clientKey: string, max: number, cost: number, windowMs?: number): MaybePromise<Decision>
   /** The decision for a client on the deny list: refused, counted nowhere. */
   deny(clientKey: string, max: number): Decision
 }
@@ -18,6 +19,7 @@ export interface Counter {
  */
 export class RequestInputs<Req> {
   private readonly warned = new Set<string>()
+  private readonly windows = new Map<unknown, number>()
   private diagnosing: boolean
 
   constructor(
@@ -80,32 +82,61 @@ export class RequestInputs<Req> {
     const key = c.key === undefined ? this.ipKeyOf(req) : this.call('key', c.key, req)
     const max = typeof c.max === 'number' ? c.max : this.call('max', c.max, req)
     const cost = typeof c.cost === 'number' ? c.cost : this.call('cost', c.cost, req)
-    if (isThenable(key) || isThenable(max) || isThenable(cost)) {
+    const window = c.window === undefined ? undefined : this.call('window', c.window, req)
+    if (isThenable(key) || isThenable(max) || isThenable(cost) || isThenable(window)) {
       return Promise.all([
         Promise.resolve(key).catch((e) => Promise.reject(this.requestError('key', e))),
         Promise.resolve(max).catch((e) => Promise.reject(this.requestError('max', e))),
         Promise.resolve(cost).catch((e) => Promise.reject(this.requestError('cost', e))),
-      ]).then(([k, m, n]) => this.admit(req, this.keyOf(k), this.validCount('max', m), this.validCount('cost', n)))
+        Promise.resolve(window).catch((e) => Promise.reject(this.requestError('window', e))),
+      ]).then(([k, m, n, w]) =>
+        this.admit(
+          req,
+          this.keyOf(k),
+          this.validCount('max', m),
+          this.validCount('cost', n),
+          w === undefined ? undefined : this.windowMsOf(w),
+        ),
+      )
     }
     return this.admit(
       req,
       c.key === undefined ? key : this.keyOf(key),
       max === c.max ? max : this.validCount('max', max),
       cost === c.cost ? cost : this.validCount('cost', cost),
+      window === undefined ? undefined : this.windowMsOf(window),
     )
   }
 
+  /** A window a `window` function returned, in ms (parsed once per distinct value). */
+  private windowMsOf(value: unknown): number {
+    let ms = this.windows.get(value)
+    if (ms === undefined) {
+      try {
+        ms = parseDuration('window', value as Duration)
+      } catch {
+        throw this.requestError(
+          'window',
+          undefined,
+          `returned ${describeValue(value)}, expected a duration such as "1s" or a whole number of ms`,
+        )
+      }
+      if (this.windows.size < 256) this.windows.set(value, ms)
+    }
+    return ms
+  }
+
   /** Counts the request, unless its client is on the deny list (refused) or the allow list (let through). */
-  private admit(req: Req, key: string, max: number, cost: number): MaybePromise<Decision | undefined> {
+  private admit(req: Req, key: string, max: number, cost: number, windowMs: number | undefined): MaybePromise<Decision | undefined> {
     const { allowList, denyList } = this.config
-    if (allowList === undefined && denyList === undefined) return this.counter.count(key, max, cost)
+    if (allowList === undefined && denyList === undefined) return this.counter.count(key, max, cost, windowMs)
     const ip = this.hooks.ip(req)
     const denied = denyList === undefined ? false : this.listed('denyList', denyList, req, ip, key)
     const then = (isDenied: boolean): MaybePromise<Decision | undefined> => {
       if (isDenied) return this.counter.deny(key, max)
       const allowed = allowList === undefined ? false : this.listed('allowList', allowList, req, ip, key)
-      if (isThenable(allowed)) return allowed.then((a) => (a ? undefined : this.counter.count(key, max, cost)))
-      return allowed ? undefined : this.counter.count(key, max, cost)
+      if (isThenable(allowed)) return allowed.then((a) => (a ? undefined : this.counter.count(key, max, cost, windowMs)))
+      return allowed ? undefined : this.counter.count(key, max, cost, windowMs)
     }
     return isThenable(denied) ? denied.then(then) : then(denied)
   }

@@ -21,10 +21,12 @@ export interface LimiterOptions<Req = unknown> {
    */
   max?: number | ((req: Req) => MaybePromise<number>)
   /**
-   * Window length: ms, or a duration string such as `"1s"`, `"500ms"`, `"1 minute"`.
+   * Window length: ms, or a duration string such as `"1s"`, `"500ms"`, `"1 minute"`; or a function of
+   * the request returning one (per-tier windows). Two windows never share a count: each window of a
+   * function has keys of its own. `consume`, `peek` and `reset` outside HTTP use `"1s"` then.
    * @default "1s"
    */
-  window?: Duration
+  window?: Duration | ((req: Req) => MaybePromise<Duration>)
   /**
    * Client key of a request. Defaults to the client IP as the framework resolved it (honouring its
    * trust-proxy setting), with IPv6 grouped by `ipv6Subnet`.

@@ -29,8 +29,8 @@ export function parseLimits(value: unknown, takesBurst: boolean): LimitSpec[] {
 }
 
 /** A limit, normalised, with its policy (and so its header fragments) built once. */
-export function makeLimit(max: number, windowMs: number, burst: number | undefined, name: string | undefined): LimitSpec {
+export function makeLimit(max: number, windowMs: number, burst: number | undefined, name: string | undefined, keyed = false): LimitSpec {
   const label = formatDuration(windowMs)
   const policy: Policy = Object.freeze({ name: name ?? `${max}-per-${label}`, limit: max, windowMs })
-  return Object.freeze({ max, windowMs, burst: burst ?? max, label, policy })
+  return Object.freeze({ max, windowMs, burst: burst ?? max, label, policy, ...(keyed ? { keyed } : {}) })
 }

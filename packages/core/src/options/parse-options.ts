@@ -1,6 +1,6 @@
 import { ALGORITHM_NAMES, ALGORITHMS } from '../algorithms'
 import { ClientList } from '../client-lists'
-import { parseDuration } from '../duration'
+import { type Duration, parseDuration } from '../duration'
 import { invalidOption, rejectUnknown } from '../errors'
 import { isPrefix } from '../keys'
 import type { AlgorithmName, HeaderStyle, LimitSpec, Logger, MaybePromise, Store, StoreErrorPolicy } from '../types'
@@ -13,6 +13,8 @@ import { guessOption } from './peer-names'
 export interface Config<Req> {
   readonly max: number | ((req: Req) => MaybePromise<number>)
   readonly windowMs: number
+  /** Set when `window` is a function of the request; `windowMs` is then the default, 1 s. */
+  readonly window: ((req: Req) => MaybePromise<Duration>) | undefined
   readonly key: ((req: Req) => MaybePromise<string>) | undefined
   readonly prefix: string
   readonly store: Store
@@ -98,7 +100,8 @@ export function parseOptions<Req>(
   const known = [...CORE_KEYS, ...adapterKeys]
   rejectUnknown('', o, known, (name) => guessOption(name, known))
 
-  const windowMs = o.window === undefined ? 1000 : parseDuration('window', o.window)
+  const windowFn = typeof o.window === 'function' ? (o.window as (req: Req) => MaybePromise<Duration>) : undefined
+  const windowMs = o.window === undefined || windowFn !== undefined ? 1000 : parseDuration('window', o.window)
 
   const prefix = o.prefix === undefined ? 'tg:' : o.prefix
   if (!isPrefix(prefix)) {
@@ -205,6 +208,7 @@ export function parseOptions<Req>(
     shadow: (o.shadow as boolean | undefined) ?? false,
     max: countOrFunction<Req>('max', o.max, 10),
     windowMs,
+    window: windowFn,
     key: optionalFunction<(req: Req) => MaybePromise<string>>('key', o.key, 'a function of the request returning a string'),
     prefix,
     store: store as Store,
