@@ -21,6 +21,11 @@ export interface ResponseIO<Req, Res> {
   /** The Node response under `res`, for the refund hook. */
   raw(res: Res): ServerResponse
   /**
+   * Calls `done` once the response is over, with its status (a response cut off counts as 500), for
+   * a framework whose responses the raw 'close' misreads (fastify's inject()). @default the raw response's 'close'
+   */
+  completion?(res: Res, done: (statusCode: number) => void): void
+  /**
    * True the first time `limiter` meets this request: a limiter mounted twice on one request path
    * (app and route, a HEAD twin's hooks) counts it once. @default firstVisit
    */
@@ -68,7 +73,10 @@ export function createGate<Req, Res, Extra = undefined>(
     }
     io.setHeaders(res, limiter.headers(io.record(req, res, decision)))
     if (decision.allowed) {
-      if (completes) limiter.afterResponse(req, res, io.raw(res), decision)
+      if (completes) {
+        if (io.completion === undefined) limiter.afterResponse(req, res, io.raw(res), decision)
+        else io.completion(res, (code) => limiter.complete(req, res, decision, code))
+      }
       return true
     }
     io.status(res, statusCode)

@@ -2,12 +2,12 @@ import type { Limiter } from '@tollgate/core'
 import { type Decision, isThenable, VISITED } from '@tollgate/core/adapter'
 import type { FastifyPluginAsync, FastifyReply, FastifyRequest, HookHandlerDoneFunction } from 'fastify'
 import fp from 'fastify-plugin'
-import { adapterHooks, asHook, limit, type RateLimitOptions } from './hooks'
+import { adapterHooks, asHook, limit, type RateLimitOptions, type RouteRateLimitOptions } from './hooks'
 import { ADAPTER_KEYS, hookOption, routeLimitBuilder } from './route-limits'
 
 // The public API of @tollgate/core, so an app imports from one package.
 export * from '@tollgate/core'
-export type { RateLimitOptions } from './hooks'
+export type { RateLimitOptions, RouteRateLimitOptions } from './hooks'
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -20,9 +20,10 @@ declare module 'fastify' {
   interface FastifyContextConfig {
     /**
      * This route's own limit, stacked on the plugin's. It takes the plugin's options other than
-     * `max`, `window`, `limits`, `burst`, `name`, `prefix` and `shadow`. `false` turns Tollgate off for the route.
+     * `max`, `window`, `limits`, `burst`, `name`, `prefix` and `shadow`, and counts in the plugin's store
+     * unless it names its own. Routes with the same `group` share one counter. `false` turns Tollgate off for the route.
      */
-    rateLimit?: RateLimitOptions | false
+    rateLimit?: RouteRateLimitOptions | false
   }
   interface FastifyRequest {
     /** The decision of the last Tollgate limit that ran on this request. */
@@ -67,7 +68,7 @@ const plugin: FastifyPluginAsync<RateLimitOptions> = async (fastify, options) =>
   }
 
   // Route limits are built here, once per route, and run as hooks of their route.
-  fastify.addHook('onRoute', routeLimitBuilder(options, global.limiter.config.prefix, hooks, built))
+  fastify.addHook('onRoute', routeLimitBuilder(options, global.limiter.config, hooks, built))
 
   // The plugin's own limit is a hook of the scope, so it covers every route of the scope (however
   // the routes and the registration are ordered) and URLs no route matches.
