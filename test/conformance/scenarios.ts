@@ -198,6 +198,26 @@ export const scenarios: Scenario[] = [
     check: (_o, logs) => expect(logs.filter((l) => l.includes('X-Forwarded-For'))).toHaveLength(1),
   },
   {
+    name: 'locks a client out for blockDuration after it goes over its limit, whatever the window',
+    app: (s) => ({
+      global: {
+        max: 5,
+        window: '1m',
+        blockDuration: '15m',
+        skipSuccessfulRequests: true,
+        requestWasSuccessful: () => false, // every request here is a failed login
+        ...s,
+      },
+      routes: [{ method: 'GET', path: '/' }],
+    }),
+    steps: [...GET(6), { advance: 10 * 60_000 }, { advance: 5 * 60_000 }],
+    statuses: [200, 200, 200, 200, 200, 429, 429, 200],
+    check: (o) => {
+      expect(o[5]).toMatchObject({ retryAfter: '900', ratelimit: '"5-per-1m";r=0;t=900' })
+      expect(o[6]).toMatchObject({ retryAfter: '300' })
+    },
+  },
+  {
     name: 'answers 403 with problem details and no quota headers for a client on the denyList, counting nothing',
     app: (s) => ({
       global: { max: 1, window: '1m', denyList: ['203.0.113.0/24', '2001:db8::/32'], ...s },

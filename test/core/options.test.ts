@@ -36,6 +36,7 @@ describe('options are validated once, at construction', () => {
     ['denyList', [5], /"denyList\[0\]".*5 \(number\)/],
     ['denyStatusCode', 200, /"denyStatusCode".*200 \(number\)/],
     ['denyMessage', 5, /"denyMessage".*5 \(number\)/],
+    ['blockDuration', -1, /"blockDuration".*-1 \(number\)/],
     ['statusCode', 200, /"statusCode".*200 \(number\)/],
     ['statusCode', '429', /"statusCode".*"429" \(string\)/],
     ['message', 42, /"message".*42 \(number\)/],
@@ -125,6 +126,7 @@ describe('options are validated once, at construction', () => {
     ['redis', 'store'],
     ['driver', 'store'],
     ['whitelist', 'allowList'],
+    ['ban', 'blockDuration'],
     ['blacklist', 'denyList'],
   ])('answers the peer option %s with "did you mean %s"', (peer, ours) => {
     expect(() => new Limiter({ [peer]: 1 } as never)).toThrow(new RegExp(`Unknown option "${peer}" \\(did you mean "${ours}"\\?\\)`))

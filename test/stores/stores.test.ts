@@ -137,6 +137,8 @@ describe('RedisStore deadline', () => {
           return tx
         },
         del: async () => 0,
+        get: async () => null,
+        set: async () => 'OK',
         defineCommand() {},
       },
       timeout: 30,

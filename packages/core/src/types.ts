@@ -153,6 +153,13 @@ export interface Store {
    * store is one domain.
    */
   nodeOf?(storeKey: string): string
+  /**
+   * Optional, for `blockDuration`: the end (epoch ms) of the block on `key`, 0 when none. A store
+   * without the pair keeps blocks in the limiter's process only.
+   */
+  blockedUntil?(key: string, now: number): MaybePromise<number>
+  /** Blocks `key` until `until` (epoch ms); the block is a key of its own with a TTL to match. */
+  block?(key: string, until: number, now: number): MaybePromise<void>
 }
 
 /** What an adapter tells the core about its framework's requests. */

@@ -1,4 +1,5 @@
-import type { Decision, DecisionSource, LimitSpec } from '../types'
+import { decisive } from '../headers'
+import type { Decision, DecisionSource, LimitSpec, StoreCall, StoreResult } from '../types'
 import type { Algorithm } from './algorithm'
 import type { Verdict } from './protocol'
 
@@ -66,4 +67,24 @@ export function peekAt(algorithm: Algorithm, limit: LimitSpec, a: number, b: num
     source: 'store',
     cost: 0,
   }
+}
+
+/** The decision of a call from the store's answer: one per limit, the decisive one carrying them all when there are several. */
+export function decisionOf(algorithm: Algorithm, call: StoreCall, result: StoreResult, key: string, source: DecisionSource): Decision {
+  const { limits, cost, now } = call
+  const { values, allowed } = result
+  return combine(limits.length, (i) => decide(algorithm, limits[i]!, values[2 * i]!, values[2 * i + 1]!, allowed, cost, now, key, source))
+}
+
+/** What `peek` reports from a read (a call of cost 0), for every limit of the call. */
+export function peekOf(algorithm: Algorithm, call: StoreCall, result: StoreResult, key: string): Decision {
+  const { limits, now } = call
+  const { values } = result
+  return combine(limits.length, (i) => peekAt(algorithm, limits[i]!, values[2 * i]!, values[2 * i + 1]!, now, key))
+}
+
+function combine(n: number, at: (i: number) => Decision): Decision {
+  if (n === 1) return at(0)
+  const all = Array.from({ length: n }, (_, i) => at(i))
+  return { ...decisive(all), limits: all }
 }

@@ -1,7 +1,6 @@
 import type { Algorithm } from '../algorithms'
-import { decide, peekAt } from '../algorithms/decision'
+import { decide, decisionOf, peekOf } from '../algorithms/decision'
 import { fixedWindow } from '../algorithms/fixed-window'
-import { decisive } from '../headers'
 import { windowIndex } from '../keys'
 import type { Config } from '../options/parse-options'
 import {
@@ -15,6 +14,7 @@ import {
   type StoreResult,
 } from '../types'
 import { CallParts } from './call-parts'
+import { Lockout } from './lockout'
 import type { Resilience } from './resilience'
 
 /**
@@ -44,6 +44,7 @@ export class Counting<Req> {
   /** Keep every admitted decision's call: the sliding log's refund needs the call's id. */
   private readonly keepCalls: boolean
   private readonly parts: CallParts
+  private readonly lockout: Lockout
 
   constructor(
     private readonly config: Config<Req>,
@@ -56,15 +57,23 @@ export class Counting<Req> {
     this.refunds = config.skipFailedRequests || config.skipSuccessfulRequests
     this.keepCalls = this.refunds || algorithm.name === 'sliding-log'
     this.parts = new CallParts(config as Config<unknown>, algorithm)
+    this.lockout = new Lockout(config as Config<unknown>, this, this.parts, emit)
   }
 
   /** `windowMs` is the request's own window, from a `window` function. */
   count(clientKey: string, max: number, cost: number, windowMs?: number): MaybePromise<Decision> {
-    const c = this.config
-    const now = c.clock()
+    const now = this.config.clock()
     const limit = windowMs === undefined ? this.parts.limitFor(max) : this.parts.windowedLimit(max, windowMs)
+    if (this.config.blockMs > 0) return this.lockout.count(clientKey, limit, cost, now)
+    return this.countAt(clientKey, limit, cost, now)
+  }
+
+  /** The count of `count`, at `now`, for `limit` (lockout.ts wraps it). */
+  countAt(clientKey: string, limit: LimitSpec, cost: number, now: number): MaybePromise<Decision> {
+    const c = this.config
+    const { max } = limit
     if (this.remote) {
-      if (this.fast && windowMs === undefined) {
+      if (this.fast && limit.keyed !== true) {
         const index = windowIndex(now, c.windowMs)
         if (index !== this.overWindow) {
           // A new window: every "over" verdict of the last one is void.
@@ -106,7 +115,8 @@ export class Counting<Req> {
   peek(clientKey: string, max: number): MaybePromise<Decision> {
     const call = this.parts.call(clientKey, this.parts.limitsFor(this.parts.limitFor(max)), 0, this.config.clock())
     const result = this.config.store.admit(call)
-    return isThenable(result) ? result.then((r) => this.peeked(call, r, clientKey)) : this.peeked(call, result, clientKey)
+    const algorithm = this.algorithm
+    return isThenable(result) ? result.then((r) => peekOf(algorithm, call, r, clientKey)) : peekOf(algorithm, call, result, clientKey)
   }
 
   /** Forgets everything counted for `clientKey` (in the current window, for the window algorithms). */
@@ -202,25 +212,9 @@ export class Counting<Req> {
         source = 'fallback'
       }
     }
-    const { limits, cost, now } = call
-    const at = (i: number) =>
-      decide(this.algorithm, limits[i]!, result.values[2 * i]!, result.values[2 * i + 1]!, result.allowed, cost, now, clientKey, source)
-    let decision: Decision
-    if (limits.length === 1) decision = at(0)
-    else {
-      const all = limits.map((_, i) => at(i))
-      decision = { ...decisive(all), limits: all }
-    }
+    const decision = decisionOf(this.algorithm, call, result, clientKey, source)
     if (this.keepCalls && decision.allowed && (source === 'store' || source === 'fallback')) this.calls.set(decision, call)
     return this.finish(decision)
-  }
-
-  private peeked(call: StoreCall, result: StoreResult, clientKey: string): Decision {
-    const { limits, now } = call
-    const at = (i: number) => peekAt(this.algorithm, limits[i]!, result.values[2 * i]!, result.values[2 * i + 1]!, now, clientKey)
-    if (limits.length === 1) return at(0)
-    const all = limits.map((_, i) => at(i))
-    return { ...decisive(all), limits: all }
   }
 
   /** The store failed (or the circuit is open: `error` undefined): decide by the failure policy. */
@@ -243,7 +237,7 @@ export class Counting<Req> {
   }
 
   /** Reports a refusal; in shadow mode the verdict is reported (headers, events) but never enforced. */
-  private finish(decision: Decision): Decision {
+  finish(decision: Decision): Decision {
     if (!decision.allowed) {
       this.emit('limited', decision)
       if (this.config.shadow) {

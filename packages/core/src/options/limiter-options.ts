@@ -143,6 +143,14 @@ export interface LimiterOptions<Req = unknown> {
   // biome-ignore lint/suspicious/noExplicitAny: the response type is the adapter's (Express res, Fastify reply, Koa ctx)
   requestWasSuccessful?: (req: Req, res: any) => MaybePromise<boolean>
   /**
+   * Lockout: once a client goes over its limit, refuse it for this long from that first refusal,
+   * whatever the window (`Retry-After` and the `RateLimit` reset show the block's end). For the
+   * login case: `{ max: 5, window: '1m', blockDuration: '15m', skipSuccessfulRequests: true }`.
+   * Prefer it to a longer window when a client that abuses the limit should wait, while clients
+   * within it keep the short window's quota.
+   */
+  blockDuration?: Duration
+  /**
    * Shadow mode: count, send headers and emit `limited` events, but never refuse a request. For
    * rolling out a new limit safely.
    * @default false

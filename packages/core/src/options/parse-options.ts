@@ -43,6 +43,8 @@ export interface Config<Req> {
   readonly skipSuccessfulRequests: boolean
   readonly requestWasSuccessful: LimiterOptions<Req>['requestWasSuccessful']
   readonly shadow: boolean
+  /** 0 when there is no lockout. */
+  readonly blockMs: number
 }
 
 /** Every option of LimiterOptions, checked complete by the compiler. */
@@ -76,6 +78,7 @@ const OPTION_KEYS = {
   skipSuccessfulRequests: true,
   requestWasSuccessful: true,
   shadow: true,
+  blockDuration: true,
 } satisfies Record<keyof LimiterOptions, true>
 const CORE_KEYS = Object.keys(OPTION_KEYS)
 
@@ -206,6 +209,7 @@ export function parseOptions<Req>(
       'a function of the request and response returning true when it succeeded',
     ),
     shadow: (o.shadow as boolean | undefined) ?? false,
+    blockMs: o.blockDuration === undefined ? 0 : parseDuration('blockDuration', o.blockDuration),
     max: countOrFunction<Req>('max', o.max, 10),
     windowMs,
     window: windowFn,

@@ -116,6 +116,18 @@ export class MemoryStore implements Store {
     for (let i = 0; i < call.limits.length; i++) twin.seed(call, i, values[2 * i]!, values[2 * i + 1]!, result.allowed)
   }
 
+  /** Block ends by key (`blockDuration`), dropped by the sweep once over. */
+  private readonly blocks = new Map<string, number>()
+
+  blockedUntil(key: string, now: number): number {
+    const until = this.blocks.get(key)
+    return until !== undefined && until > now ? until : 0
+  }
+
+  block(key: string, until: number): void {
+    if (until > (this.blocks.get(key) ?? 0)) this.blocks.set(key, until)
+  }
+
   /** The fast path's count of `key` in the window containing `now` (the fixed window). */
   countOf(key: string, windowMs: number, now: number): number {
     return this.windows.read(key, windowMs, now)
@@ -141,6 +153,7 @@ export class MemoryStore implements Store {
   /** Drops every window that has ended by `now`, full GCRA buckets and empty logs. Runs on a timer; callable in tests. */
   prune(now: number): void {
     this.windows.prune(now)
+    for (const [key, until] of this.blocks) if (until <= now) this.blocks.delete(key)
     for (const twin of this.twins.values()) twin.prune(now)
   }
 

@@ -16,6 +16,8 @@ import { clusterNodeOf } from './redis-slots'
 export interface RedisClientLike {
   multi(): RedisTransactionLike
   del(...keys: string[]): Promise<number>
+  get(key: string): Promise<string | null>
+  set(key: string, value: string, px: 'PX', milliseconds: string): Promise<unknown>
   /** ioredis defineCommand: the scripts run by EVALSHA, falling back to EVAL after a NOSCRIPT. */
   defineCommand(name: string, definition: { lua: string; numberOfKeys?: number }): void
   readonly status?: string
@@ -119,6 +121,17 @@ export class RedisStore implements Store {
   async forget(call: StoreCall): Promise<void> {
     const keys = keysOf(ALGORITHMS[call.algorithm], call)
     await this.within(() => this.client.del(...keys))
+  }
+
+  /** The end of the block on `key` (`blockDuration`), 0 when none: one GET. */
+  async blockedUntil(key: string): Promise<number> {
+    const value = await this.within(() => this.client.get(key))
+    return value === null ? 0 : Number(value)
+  }
+
+  /** Blocks `key` until `until`: SET with the TTL in the same command, so no block outlives its end. */
+  async block(key: string, until: number, now: number): Promise<void> {
+    await this.within(() => this.client.set(key, String(until), 'PX', String(Math.max(1, until - now))))
   }
 
   /** Runs the call's algorithm's script of `scripts` on the call's keys and ARGV (algorithms/protocol.ts). */
