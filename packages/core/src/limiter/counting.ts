@@ -222,8 +222,12 @@ export class Counting<Req> {
     const c = this.config
     if (error !== undefined) this.resilience.failed(error, this.parts.storeKey(clientKey), now)
     if (c.onStoreError === 'fallback') {
-      this.resilience.fellBack(now)
-      const decision = this.countIn(this.resilience.fallback, 'fallback', clientKey, limit, cost, now) as Decision
+      // Decided now, not at the failed call's start: after a timeout that was a deadline ago, and the
+      // fallback's windows may have moved on meanwhile (an earlier time would count into a window it
+      // has already left, and admit past the limit near an edge).
+      const at = Math.max(now, c.clock())
+      this.resilience.fellBack(at)
+      const decision = this.countIn(this.resilience.fallback, 'fallback', clientKey, limit, cost, at) as Decision
       this.emit('fallback', decision)
       return decision
     }
