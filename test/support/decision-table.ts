@@ -73,3 +73,20 @@ export function algorithmSuite(algorithm: AlgorithmName, defaults: LimiterOption
     },
   }
 }
+
+/**
+ * Requests admitted for one client by a limiter of max 10 per second when 10 arrive 100 ms before a
+ * window edge, 10 in the last ms before it and 10 in the first ms after it: 2 × max for the fixed
+ * window, each other algorithm its own bound.
+ */
+export async function admittedAcrossEdge(algorithm: AlgorithmName, store: Store): Promise<number> {
+  const edge = Math.floor(Date.now() / 1000) * 1000 + 60_000
+  let now = edge - 100
+  const limiter = new Limiter({ max: 10, algorithm, store, prefix: testPrefix('edge'), clock: () => now })
+  let admitted = 0
+  for (const at of [edge - 100, edge - 1, edge]) {
+    now = at
+    for (let i = 0; i < 10; i++) if ((await limiter.consume('c')).allowed) admitted++
+  }
+  return admitted
+}
