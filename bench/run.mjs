@@ -45,6 +45,9 @@ const HELP = `Usage: npm run bench -- [options]      (or: node bench/run.mjs [op
 
   --quick                 development run: 2 cycles of 1 s slices (~2-3 min)      BENCH_QUICK=1
   --cycles N              measurement cycles (default 5; alternately forward/reverse)  BENCH_CYCLES
+  --runs N                pooled runs (default 1): the whole bench N times over, every server started
+                          afresh each run, and each cell summarised over the cycles of all runs
+                          (a process's JIT and memory layout vary from start to start)  BENCH_RUNS
   --slice S               seconds per wrk slice, whole seconds (default 2)        BENCH_SLICE
   --warmup S              seconds of warm-up per server before the cycles (default 1)  BENCH_WARMUP
   --warmup-parallel       warm all servers of a group at once (default with --quick)  BENCH_WARMUP_PARALLEL=1
@@ -74,6 +77,7 @@ function config() {
     options: {
       quick: { type: 'boolean' },
       cycles: { type: 'string' },
+      runs: { type: 'string' },
       slice: { type: 'string' },
       warmup: { type: 'string' },
       'warmup-parallel': { type: 'boolean' },
@@ -126,6 +130,7 @@ function config() {
   const cfg = {
     quick,
     cycles: int(pick(values.cycles, 'BENCH_CYCLES', quick ? 2 : 5), '--cycles', 1),
+    runs: int(pick(values.runs, 'BENCH_RUNS', 1), '--runs', 1),
     slice: int(pick(values.slice, 'BENCH_SLICE', quick ? 1 : 2), '--slice', 1),
     warmup: int(pick(values.warmup, 'BENCH_WARMUP', quick ? 2 : 1), '--warmup', 0),
     warmupParallel: values['warmup-parallel'] ?? (env.BENCH_WARMUP_PARALLEL ? truthy(env.BENCH_WARMUP_PARALLEL) : quick),
@@ -138,8 +143,9 @@ function config() {
       .map((s) => s.trim())
       .filter(Boolean),
     out: pick(values.out, 'BENCH_OUT', quick ? 'RESULTS-quick' : 'RESULTS-latest'),
-    maxMinutes: Number(pick(values['max-minutes'], 'BENCH_MAX_MINUTES', quick ? 8 : 20)),
+    maxMinutes: 0,
   }
+  cfg.maxMinutes = Number(pick(values['max-minutes'], 'BENCH_MAX_MINUTES', (quick ? 8 : 20) * cfg.runs))
   const baseline = pick(values.baseline, 'BENCH_BASELINE', '')
   if (baseline) {
     const dir = resolve(baseline)
@@ -482,12 +488,12 @@ async function probeAll(servers, mode, group, when) {
   }
 }
 
-async function runGroup(fw, mode, ctx) {
+async function runGroup(fw, mode, ctx, run) {
   const { cfg } = ctx
   const m = MODES[mode]
   const caseNames = casesOf(fw, cfg.casesFilter, cfg.baseline)
   const group = { framework: fw, mode, modeLabel: m.label, max: m.max, windowMs: m.windowMs, cases: {} }
-  log(`\n== ${fw} / ${m.label}: ${caseNames.join(', ')}`)
+  log(`\n== ${fw} / ${m.label}${cfg.runs > 1 ? ` (run ${run + 1}/${cfg.runs})` : ''}: ${caseNames.join(', ')}`)
   await ctx.redisClient.flushall()
 
   // Start every server of the group at once (Tollgate cases are skipped up front if it is not built).
@@ -546,7 +552,8 @@ async function runGroup(fw, mode, ctx) {
       if (s.status !== 'running') continue
       const rec = group.cases[s.name]
       try {
-        const slice = await measure(s, mode, ctx, cycle, pos++)
+        // Cycle ids are unique across runs: a ratio is only ever taken within one cycle.
+        const slice = await measure(s, mode, ctx, run * cfg.cycles + cycle, pos++)
         rec.slices.push(slice)
         line.push(`${s.name} ${(slice.rps / 1000).toFixed(1)}k`)
         if (mode === 'many' && caseInfo(s.name).redis && rec.keysSeen === undefined) {
@@ -579,8 +586,36 @@ async function runGroup(fw, mode, ctx) {
       )
     }
   }
-  summarize(group, ctx)
   return group
+}
+
+/** One group per framework and mode: the runs' slices, checks and notes together, then summarised. */
+function pool(runs, ctx) {
+  const byCell = new Map()
+  for (const g of runs) {
+    const key = `${g.framework}/${g.mode}`
+    const into = byCell.get(key)
+    if (into === undefined) {
+      byCell.set(key, g)
+      continue
+    }
+    for (const [id, rec] of Object.entries(g.cases)) {
+      const prev = into.cases[id]
+      if (prev === undefined) {
+        into.cases[id] = rec
+        continue
+      }
+      prev.slices.push(...rec.slices)
+      prev.checks.push(...rec.checks)
+      prev.notes.push(...rec.notes)
+      prev.keysSeen ??= rec.keysSeen
+      if (rec.status !== 'ok' && prev.status === 'ok') Object.assign(prev, { status: rec.status, reason: rec.reason })
+      if (rec.serverStderr && !prev.serverStderr) prev.serverStderr = rec.serverStderr
+    }
+  }
+  const groups = [...byCell.values()]
+  for (const g of groups) summarize(g, ctx)
+  return groups
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -635,8 +670,8 @@ function summarize(group, ctx) {
     const sum = rec.summary
     const limiter = rec.id !== 'bare'
     if (rec.status === 'failed') rec.checks.push(rec.reason)
-    if (rec.status === 'ok' && rec.slices.length < ctx.cfg.cycles)
-      rec.checks.push(`only ${rec.slices.length} of ${ctx.cfg.cycles} slices measured`)
+    const planned = ctx.cfg.cycles * ctx.cfg.runs
+    if (rec.status === 'ok' && rec.slices.length < planned) rec.checks.push(`only ${rec.slices.length} of ${planned} slices measured`)
     if (group.mode === 'flood' && limiter) {
       if (requests && sum.non2xxShare < 0.99)
         rec.checks.push(`flood: only ${(sum.non2xxShare * 100).toFixed(2)}% of responses were non-2xx (want >= 99% 429s)`)
@@ -715,9 +750,10 @@ async function main() {
   for (const fw of cfg.frameworks) for (const mode of cfg.modes) groups.push([fw, mode])
   const slices = groups.reduce((a, [fw]) => a + casesOf(fw, cfg.casesFilter, cfg.baseline).length, 0) * cfg.cycles
   const servers = slices / cfg.cycles
-  const estimate = slices * (cfg.slice + 0.25) + (cfg.warmupParallel ? groups.length : servers) * (cfg.warmup + 0.2) + groups.length * 3
+  const estimate =
+    cfg.runs * (slices * (cfg.slice + 0.25) + (cfg.warmupParallel ? groups.length : servers) * (cfg.warmup + 0.2) + groups.length * 3)
   log(
-    `Tollgate bench: ${cfg.frameworks.join(', ')} x ${cfg.modes.join(', ')}; ${cfg.cycles} cycles x ${cfg.slice} s slices, ` +
+    `Tollgate bench: ${cfg.frameworks.join(', ')} x ${cfg.modes.join(', ')}; ${cfg.runs > 1 ? `${cfg.runs} runs x ` : ''}${cfg.cycles} cycles x ${cfg.slice} s slices, ` +
       `wrk -t1 -c${cfg.connections}; about ${Math.ceil(estimate / 60)} min`,
   )
 
@@ -746,14 +782,15 @@ async function main() {
   redisClient.on('error', () => {})
   const ctx = { cfg, redis, redisClient, tollgate, tollgateBase, runId: Date.now().toString(36), stopping: new Set() }
 
-  const results = []
+  const measured = []
   try {
-    for (const [fw, mode] of groups) results.push(await runGroup(fw, mode, ctx))
+    for (let run = 0; run < cfg.runs; run++) for (const [fw, mode] of groups) measured.push(await runGroup(fw, mode, ctx, run))
   } finally {
     redisClient.disconnect()
     await redis.stop()
   }
 
+  const results = pool(measured, ctx)
   const meta = {
     date: new Date().toISOString(),
     node: process.version,

@@ -90,7 +90,7 @@ export function renderChart(report, framework) {
   )
   const title = `${TITLE[framework] ?? framework}: throughput relative to bare ${TITLE[framework] ?? framework}`
   const m = report.meta ?? {}
-  const sub = `higher is better · median of ${cfg.cycles} interleaved cycles, whiskers min…max · ${m.cpu ?? '?'}, ${m.cores ?? '?'} cores · Node ${m.node ?? '?'} · ${String(m.date ?? '').slice(0, 10)}`
+  const sub = `higher is better · median of ${(cfg.runs ?? 1) * cfg.cycles} interleaved cycles${(cfg.runs ?? 1) > 1 ? ` (${cfg.runs} pooled runs)` : ''}, whiskers min…max · ${m.cpu ?? '?'}, ${m.cores ?? '?'} cores · Node ${m.node ?? '?'} · ${String(m.date ?? '').slice(0, 10)}`
   out.push(`<title id="title">${esc(title)}</title>`)
   out.push(
     `<desc id="desc">${esc(`${sub}. Higher is better; 1× is the bare server. ${modes.map((mode) => `${MODES[mode].label}: ${ids.map((id) => `${labelOf(id)} ${stat(mode, id).median?.toFixed(2) ?? 'n/a'}×`).join(', ')}`).join('. ')}.`)}</desc>`,

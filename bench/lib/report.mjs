@@ -97,7 +97,7 @@ export function renderMarkdown({ meta, config: cfg, groups, beforeAfter: compari
   out.push('')
   out.push(
     `${meta.date} · Node ${meta.node} · ${meta.cpu}, ${meta.cores} cores (${meta.pinned}) · ` +
-      `${cfg.cycles} cycles × ${cfg.slice} s slices, wrk -t1 -c${cfg.connections} · ` +
+      `${(cfg.runs ?? 1) > 1 ? `${cfg.runs} pooled runs × ` : ''}${cfg.cycles} cycles × ${cfg.slice} s slices, wrk -t1 -c${cfg.connections} · ` +
       `${int(cfg.clients)} client IPs in "many" mode · run took ${f(meta.seconds / 60, 1)} min`,
   )
   out.push('')
