@@ -48,6 +48,7 @@ const TSCONFIG = {
       '@tollgate/express': ['packages/express/src/index.ts'],
       '@tollgate/fastify': ['packages/fastify/src/index.ts'],
       '@tollgate/koa': ['packages/koa/src/index.ts'],
+      '@tollgate/nestjs': ['packages/nestjs/src/index.ts'],
     },
   },
   include: ['*.ts'],
