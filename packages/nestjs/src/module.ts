@@ -52,9 +52,9 @@ class TollgateExplorer implements OnModuleInit {
 }
 
 /** The methods of a class's prototype chain (its own first). */
-function methodsOf(prototype: object | null): Function[] {
+function methodsOf(prototype: object | null | undefined): Function[] {
   const methods: Function[] = []
-  for (let p = prototype; p !== null && p !== Object.prototype; p = Object.getPrototypeOf(p)) {
+  for (let p = prototype; p != null && p !== Object.prototype; p = Object.getPrototypeOf(p)) {
     for (const name of Object.getOwnPropertyNames(p)) {
       const value = name === 'constructor' ? undefined : Object.getOwnPropertyDescriptor(p, name)?.value
       if (typeof value === 'function') methods.push(value)
