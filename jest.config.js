@@ -13,7 +13,7 @@ module.exports = {
     ],
   },
   moduleNameMapper: {
-    '^@tollgate/(core|express|fastify|koa)$': '<rootDir>/packages/$1/src/index.ts',
+    '^@tollgate/(core|express|fastify|koa|nestjs)$': '<rootDir>/packages/$1/src/index.ts',
     '^@tollgate/core/adapter$': '<rootDir>/packages/core/src/adapter.ts',
   },
   globalSetup: '<rootDir>/test/harness/global-setup.ts',

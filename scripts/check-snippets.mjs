@@ -3,6 +3,9 @@
 // without declaring them (the app, a login handler...) are declared once in PRELUDE below. The packages
 // resolve to their sources, as in the root tsconfig, so no build is needed.
 //
+// A block opened with ```ts legacy-decorators is checked as NestJS code is compiled: experimentalDecorators
+// and emitDecoratorMetadata (in .tmp/snippets/legacy/, with the same prelude and paths).
+//
 //   node scripts/check-snippets.mjs [file.md ...]   (default: README.md and packages/*/README.md)
 //
 // Errors are reported at their line in the Markdown file; the exit status is 1 when there is one.
@@ -48,6 +51,7 @@ const TSCONFIG = {
       '@tollgate/express': ['packages/express/src/index.ts'],
       '@tollgate/fastify': ['packages/fastify/src/index.ts'],
       '@tollgate/koa': ['packages/koa/src/index.ts'],
+      '@tollgate/nestjs': ['packages/nestjs/src/index.ts'],
     },
   },
   include: ['*.ts'],
@@ -58,13 +62,13 @@ function snippets(markdown) {
   const lines = markdown.split('\n')
   const found = []
   for (let i = 0; i < lines.length; i++) {
-    const open = /^(\s*)```(ts|typescript)\s*$/.exec(lines[i])
+    const open = /^(\s*)```(ts|typescript)(?:\s+(legacy-decorators))?\s*$/.exec(lines[i])
     if (!open) continue
     const start = i + 1
     let end = start
     while (end < lines.length && !/^\s*```\s*$/.test(lines[end])) end++
     if (end === lines.length) throw new Error(`unclosed \`\`\`${open[2]} block at line ${i + 1}`)
-    found.push({ code: lines.slice(start, end).join('\n'), line: start + 1 })
+    found.push({ code: lines.slice(start, end).join('\n'), line: start + 1, legacy: open[3] !== undefined })
     i = end
   }
   return found
@@ -82,6 +86,14 @@ rmSync(outDir, { recursive: true, force: true })
 mkdirSync(outDir, { recursive: true })
 writeFileSync(join(outDir, 'prelude.d.ts'), PRELUDE)
 writeFileSync(join(outDir, 'tsconfig.json'), `${JSON.stringify(TSCONFIG, null, 2)}\n`)
+const legacyDir = join(outDir, 'legacy')
+mkdirSync(legacyDir)
+const LEGACY = {
+  extends: '../tsconfig.json',
+  compilerOptions: { experimentalDecorators: true, emitDecoratorMetadata: true, baseUrl: '../../..' },
+  include: ['*.ts', '../prelude.d.ts'],
+}
+writeFileSync(join(legacyDir, 'tsconfig.json'), `${JSON.stringify(LEGACY, null, 2)}\n`)
 
 const origin = new Map() // snippet file name -> { md, line }
 let count = 0
@@ -92,16 +104,21 @@ for (const md of files) {
     const name = `${relative(root, md).replace(/[^A-Za-z0-9]+/g, '-')}-L${s.line}.ts`
     // `export {}` makes every snippet a module, so two snippets declaring `app` do not collide and the
     // prelude's globals can be shadowed by a snippet's own import.
-    writeFileSync(join(outDir, name), `${s.code}\nexport {}\n`)
+    writeFileSync(join(s.legacy ? legacyDir : outDir, name), `${s.code}\nexport {}\n`)
     origin.set(name, { md: shown, line: s.line })
     count++
   }
 }
 
 const tsc = join(root, 'node_modules', 'typescript', 'bin', 'tsc')
-const run = spawnSync(process.execPath, [tsc, '-p', join(outDir, 'tsconfig.json'), '--pretty', 'false'], { cwd: outDir, encoding: 'utf8' })
-const output = `${run.stdout}${run.stderr}`.trim()
-if (run.status === 0) {
+const runs = [outDir, legacyDir].map((dir) =>
+  spawnSync(process.execPath, [tsc, '-p', join(dir, 'tsconfig.json'), '--pretty', 'false'], { cwd: dir, encoding: 'utf8' }),
+)
+const output = runs
+  .map((run) => `${run.stdout}${run.stderr}`.trim())
+  .join('\n')
+  .trim()
+if (runs.every((run) => run.status === 0)) {
   console.log(`check-snippets: ${count} TypeScript snippet(s) in ${files.length} file(s) type-check under strict`)
   process.exit(0)
 }

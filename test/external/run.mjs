@@ -3,7 +3,7 @@
 // @arethetypeswrong/cli (the analysis `attw --pack` runs, on the very tarball installed below). The
 // tarballs are installed into scratch projects in a temporary directory outside the repository (see
 // projects/: Express compiled to CommonJS, Express as an ES module, Fastify in TypeScript with
-// `module: nodenext` and strict, Koa), each is compiled when it is TypeScript and started, and real
+// `module: nodenext` and strict, Koa, a NestJS app compiled with experimentalDecorators), each is compiled when it is TypeScript and started, and real
 // HTTP requests on 127.0.0.1 check that with `max: 2` the third request is refused with a 429.
 //
 //   node test/external/run.mjs [--no-build] [--keep]
@@ -18,7 +18,7 @@ import { fileURLToPath } from 'node:url'
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..')
 const projectsDir = join(root, 'test', 'external', 'projects')
-const PACKAGES = ['core', 'express', 'fastify', 'koa']
+const PACKAGES = ['core', 'express', 'fastify', 'koa', 'nestjs']
 const args = new Set(process.argv.slice(2))
 const npm = process.platform === 'win32' ? 'npm.cmd' : 'npm'
 const bin = (name) => join(root, 'node_modules', '.bin', name)
@@ -162,17 +162,23 @@ async function exercise(port, project) {
     `429 body: ${refused.headers.get('content-type')} ${refused.body.slice(0, 60)}…`,
   )
   check(first.body.includes('"remaining":1'), `handler reads the decision: ${first.body}`)
-  if (project === 'fastify-ts') {
+  if (project === 'fastify-ts' || project === 'nestjs-ts') {
     const health = []
     for (let i = 0; i < 3; i++) health.push(await get(port, '/health'))
     check(
       health.every((r) => r.status === 200 && !r.headers.has('ratelimit')),
-      `GET /health (rateLimit: false) three times: ${health.map((r) => r.status).join(' ')}, no headers`,
+      `GET /health (${project === 'nestjs-ts' ? '@SkipRateLimit()' : 'rateLimit: false'}) three times: ${health.map((r) => r.status).join(' ')}, no headers`,
     )
   }
 }
 
-const ENTRY = { 'express-cjs': 'dist/server.js', 'express-esm': 'server.js', 'fastify-ts': 'dist/server.js', koa: 'server.js' }
+const ENTRY = {
+  'express-cjs': 'dist/server.js',
+  'express-esm': 'server.js',
+  'fastify-ts': 'dist/server.js',
+  koa: 'server.js',
+  'nestjs-ts': 'dist/main.js',
+}
 
 for (const project of readdirSync(projectsDir).sort()) {
   console.log(`\n${project} (${JSON.parse(readFileSync(join(projectsDir, project, 'package.json'), 'utf8')).description})`)
