@@ -52,10 +52,11 @@ export async function quitClient(client: Redis | Cluster): Promise<void> {
 /**
  * A connected node-redis (the `redis` package) client for `url` (default: the shared server), as an app
  * makes one: `createClient`, an 'error' listener (node-redis throws an 'error' event nobody listens
- * to), `await connect()`. Its defaults otherwise: offline queue on, reconnecting with backoff.
+ * to), `await connect()`. Its defaults otherwise: offline queue on (unless `disableOfflineQueue`: then a
+ * command sent while disconnected is refused at once), reconnecting with backoff.
  */
-export async function newNodeRedisClient(url = redisUrl()): Promise<RedisClientType> {
-  const client = createClient({ url, socket: { connectTimeout: 2000 } }) as RedisClientType
+export async function newNodeRedisClient(url = redisUrl(), options: { disableOfflineQueue?: boolean } = {}): Promise<RedisClientType> {
+  const client = createClient({ url, ...options, socket: { connectTimeout: 2000 } }) as RedisClientType
   client.on('error', () => {})
   await client.connect()
   return client
