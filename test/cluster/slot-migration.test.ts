@@ -1,17 +1,22 @@
+import { RedisStore } from '@tollgate/core'
 import { Cluster } from 'ioredis'
-import { quitClient } from '../harness/redis'
+import type { RedisClusterType } from 'redis'
+import { closeNodeRedis, newNodeRedisCluster, quitClient, testPrefix } from '../harness/redis'
 import { type RedisCluster, startRedisCluster } from '../harness/redis-cluster'
 import { ALGORITHM_CASES, bySource, clientsInOneSlot, clusterLimiter, consumeLoop, migrateSlot, overMax, ownerOf } from './support'
 
 // Issue 12: a slot moved (IMPORTING/MIGRATING, MIGRATE, SETSLOT NODE) while requests run. Requests for
 // the moving slot meet ASK, TRYAGAIN (a multi-key script whose keys are half moved) and, once it has
 // moved, MOVED. Whatever the store answers or the fallback decides, every request counted is a
-// request admitted: no client may get more than `max` in any window.
+// request admitted: no client may get more than `max` in any window. Through both clients RedisStore
+// accepts: ioredis follows ASK and MOVED itself except for a MULTI whose slot moved; node-redis follows
+// them for single commands and never for a MULTI (the store's one retry after a fresh slot map).
 const MAX = 5
 const WINDOW_MS = 1000
 
 let cluster: RedisCluster
 let client: Cluster
+let nodeRedis: RedisClusterType
 let masterPorts: number[]
 
 beforeAll(async () => {
@@ -20,20 +25,25 @@ beforeAll(async () => {
   client = new Cluster(cluster.startupNodes, { redisOptions: { maxRetriesPerRequest: 1 } })
   client.on('error', () => {})
   await client.ping()
+  nodeRedis = await newNodeRedisCluster(cluster.startupNodes)
 }, 60_000)
 
 afterAll(async () => {
+  closeNodeRedis(nodeRedis)
   if (client !== undefined) await quitClient(client)
   await cluster?.stop()
 })
 
-describe('a slot migrating under load', () => {
+describe.each([
+  ['ioredis', () => client],
+  ['node-redis', () => nodeRedis],
+] as const)('a slot migrating under load, through %s', (_client, storeClient) => {
   it.each(ALGORITHM_CASES)(
     '%s: no client goes over its max in any window while its slot moves twice',
     async (name, options) => {
       const moving = clientsInOneSlot(`move-${name}`, 4)
       const others = Array.from({ length: 12 }, (_, i) => `still-${name}-${i}`)
-      const { limiter, clock, errors } = clusterLimiter(client, { ...options, max: MAX, window: WINDOW_MS })
+      const { limiter, clock, errors } = clusterLimiter(storeClient(), { ...options, max: MAX, window: WINDOW_MS })
       const load = consumeLoop(limiter, [...moving.keys, ...others], clock, {
         concurrency: 2,
         maxMs: 6000,
@@ -68,4 +78,24 @@ describe('a slot migrating under load', () => {
     },
     30_000,
   )
+})
+
+describe.each([
+  ['ioredis', () => client],
+  ['node-redis', () => nodeRedis],
+] as const)('a slot that moved, through %s', (clientName, storeClient) => {
+  it("sends a MULTI refused with MOVED once more, on a fresh slot map, and names the key's new master", async () => {
+    const { slot, keys } = clientsInOneSlot(`moved-${clientName}`, 1)
+    const key = `${testPrefix('moved')}{${keys[0]}}`
+    const store = new RedisStore({ client: storeClient(), timeout: '2s', batch: false })
+    const now = Date.now()
+    expect(await store.increment(key, 1, 60_000, now)).toBe(1) // the client has the slot map now
+    const from = await ownerOf(masterPorts[0]!, slot)
+    const to = masterPorts.find((p) => p !== from.port)!
+    expect(await migrateSlot(slot, from.port, to, masterPorts)).toBe(1)
+    // The client still sends this slot's MULTI to its old master, which answers MOVED.
+    expect(store.nodeOf(key)).toBe(`127.0.0.1:${from.port}`)
+    expect(await store.increment(key, 1, 60_000, now)).toBe(2)
+    expect(store.nodeOf(key)).toBe(`127.0.0.1:${to}`)
+  })
 })

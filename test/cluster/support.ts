@@ -1,5 +1,6 @@
 import { type Decision, type Duration, Limiter, type LimiterOptions, RedisStore } from '@tollgate/core'
 import { type Cluster, Redis } from 'ioredis'
+import type { RedisClusterType } from 'redis'
 import { keySlot } from '../../packages/core/src/stores/redis-slots'
 import { testPrefix } from '../harness/redis'
 import { REDIS_HOST } from '../harness/redis-server'
@@ -192,8 +193,8 @@ export function bySource(results: Admission[], only?: (key: string) => boolean):
   return counts
 }
 
-/** A limiter on the Cluster with its clock under the test's control, and the store errors it reported. */
-export function clusterLimiter(client: Cluster, options: Partial<LimiterOptions>, timeout: Duration = 50) {
+/** A limiter on the Cluster (through an ioredis or a node-redis client) with its clock under the test's control, and the store errors it reported. */
+export function clusterLimiter(client: Cluster | RedisClusterType, options: Partial<LimiterOptions>, timeout: Duration = 50) {
   const clock = { now: Date.now() }
   const errors: string[] = []
   const logs: string[] = []

@@ -1,21 +1,28 @@
 import { MemoryStore, RedisStore, type Store } from '@tollgate/core'
 import type { Redis } from 'ioredis'
-import { keysWithoutTtl, newRedisClient, quitClient, testPrefix } from '../harness/redis'
+import type { RedisClientType } from 'redis'
+import { closeNodeRedis, keysWithoutTtl, newNodeRedisClient, newRedisClient, quitClient, testPrefix } from '../harness/redis'
 import { burst, close, listen } from '../support/http'
 import { build, FRAMEWORKS } from './apps'
 
 // The race GET-then-INCR loses, in every framework: a concurrent burst from one client admits
 // exactly max. The clock is fixed so the burst falls in one window however long it takes.
 let client: Redis
+let nodeRedis: RedisClientType
 beforeAll(async () => {
   client = newRedisClient()
   await client.ping()
+  nodeRedis = await newNodeRedisClient()
 })
-afterAll(() => quitClient(client))
+afterAll(async () => {
+  closeNodeRedis(nodeRedis)
+  await quitClient(client)
+})
 
 const stores: Array<[string, () => Store]> = [
   ['memory', () => new MemoryStore()],
   ['Redis', () => new RedisStore({ client, timeout: '2s' })],
+  ['Redis through node-redis', () => new RedisStore({ client: nodeRedis, timeout: '2s' })],
 ]
 
 describe.each(stores)('on the %s store', (_name, makeStore) => {

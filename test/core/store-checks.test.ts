@@ -1,4 +1,5 @@
 import { Limiter, RedisStore, TollgateError } from '@tollgate/core'
+import { createClient, createCluster } from 'redis'
 
 // A store, or a client, that cannot serve the limiter fails where it is built, naming what it lacks:
 // never accepted, then routed to the fallback at every request and logged as "the store failed".
@@ -51,18 +52,38 @@ describe('new Limiter({ store })', () => {
 })
 
 describe('new RedisStore({ client })', () => {
-  it('throws for an object that is not an ioredis client, naming the methods it lacks', () => {
-    const error = thrown(() => new RedisStore({ client: { get: async () => null } as never }))
+  const SUPPORTED =
+    'expected an ioredis Redis or Cluster, or a node-redis client or cluster (createClient() or createCluster() of the "redis" package)'
+
+  it.each([
+    ['an empty object', {}, '{} (object)'],
+    ['an object with only get()', { get: async () => null }, '{} (object)'],
+    // The shape of a node-postgres Client: a connected database client, but not Redis.
+    [
+      'a pg client',
+      { database: 'app', connect: async () => {}, query: async () => ({ rows: [] }), end: async () => {} },
+      '{"database":"app"} (object)',
+    ],
+    ['a string', 'redis://localhost:6379', '"redis://localhost:6379" (string)'],
+  ])('refuses %s, naming the supported clients', (_name, client, got) => {
+    const error = thrown(() => new RedisStore({ client: client as never }))
+    expect(error).toBeInstanceOf(TollgateError)
     expect(error?.code).toBe('TG_INVALID_OPTION')
-    expect(error?.message).toContain('expected an ioredis Redis or Cluster instance (it has no multi(), del(), defineCommand())')
+    expect(error?.message).toBe(`Invalid option "client": ${SUPPORTED}, got ${got} [TG_INVALID_OPTION]`)
   })
 
-  it('throws for a node-redis client, saying so', () => {
-    // The shape of a node-redis v4/v5 client (createClient): commands and multi(), no defineCommand.
-    const nodeRedis = { isOpen: false, sendCommand: async () => null, multi: () => ({}), del: async () => 0, connect: async () => {} }
-    const error = thrown(() => new RedisStore({ client: nodeRedis as never }))
-    expect(error?.message).toContain(
-      'it has no defineCommand(); this looks like a node-redis client, which RedisStore does not support yet',
-    )
+  it('names what an almost-ioredis object lacks', () => {
+    const error = thrown(() => new RedisStore({ client: { multi: () => ({}), del: async () => 0 } as never }))
+    expect(error?.message).toContain(`${SUPPORTED} (it has no defineCommand())`)
+  })
+
+  it.each([
+    ['client', () => createClient({ url: 'redis://127.0.0.1:1' })],
+    ['cluster', () => createCluster({ rootNodes: [{ url: 'redis://127.0.0.1:1' }] })],
+  ])('accepts a node-redis %s, and building the store sends nothing (it stays unconnected)', (_kind, make) => {
+    const client = make()
+    const store = new RedisStore({ client })
+    expect(store.local).toBe(false)
+    expect(client.isOpen).toBe(false)
   })
 })

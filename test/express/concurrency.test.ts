@@ -2,23 +2,41 @@ import { createServer, type Server } from 'node:http'
 import { MemoryStore, RedisStore, rateLimit, type Store } from '@tollgate/express'
 import express from 'express'
 import type { Redis } from 'ioredis'
-import { escapeGlob, keysWithoutTtl, newRedisClient, quitClient, scanKeys, testPrefix } from '../harness/redis'
+import type { RedisClientType } from 'redis'
+import {
+  closeNodeRedis,
+  escapeGlob,
+  keysWithoutTtl,
+  newNodeRedisClient,
+  newRedisClient,
+  quitClient,
+  scanKeys,
+  testPrefix,
+} from '../harness/redis'
 import { burst, close, listen } from '../support/http'
 
 // The race the classic GET-then-INCR limiter loses: every request of a concurrent burst reads the
 // count before any of them writes it, so all pass. Tollgate decides from the count the atomic
 // increment returned. The clock is fixed so the whole burst falls in one window whatever its speed.
 let client: Redis
+/** The same server through node-redis (the `redis` package); keys are always checked through `client`. */
+let nodeRedis: RedisClientType
 beforeAll(async () => {
   client = newRedisClient()
   await client.ping()
+  nodeRedis = await newNodeRedisClient()
 })
-afterAll(() => quitClient(client))
+afterAll(async () => {
+  closeNodeRedis(nodeRedis)
+  await quitClient(client)
+})
 
 const stores: Array<[string, () => Store]> = [
   ['memory', () => new MemoryStore()],
   ['Redis', () => new RedisStore({ client, timeout: '2s' })],
   ['Redis without batching', () => new RedisStore({ client, batch: false, timeout: '2s' })],
+  ['Redis through node-redis', () => new RedisStore({ client: nodeRedis, timeout: '2s' })],
+  ['Redis through node-redis without batching', () => new RedisStore({ client: nodeRedis, batch: false, timeout: '2s' })],
 ]
 
 describe.each(stores)('concurrent bursts through Express on the %s store', (_name, makeStore) => {
@@ -49,14 +67,17 @@ describe.each(stores)('concurrent bursts through Express on the %s store', (_nam
   })
 })
 
-describe('keys written to Redis', () => {
+describe.each([
+  ['ioredis', () => client],
+  ['node-redis', () => nodeRedis],
+] as const)('keys written to Redis through %s', (_name, storeClient) => {
   it('all carry a TTL after thousands of requests from many clients', async () => {
     const prefix = testPrefix('ttl')
     const app = express()
     app.set('trust proxy', 'loopback')
     // An hour's window: under load the run can take longer than a short window, whose first keys would
     // then expire before the scan below (TTL = the window's end + 1 s).
-    app.use(rateLimit({ max: 3, store: new RedisStore({ client, timeout: '2s' }), prefix, window: '1h' }))
+    app.use(rateLimit({ max: 3, store: new RedisStore({ client: storeClient(), timeout: '2s' }), prefix, window: '1h' }))
     app.get('/', (_req, res) => {
       res.send('ok')
     })

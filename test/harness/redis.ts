@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto'
 import { Cluster, Redis, type RedisOptions } from 'ioredis'
+import { createClient, createCluster, type RedisClientType, type RedisClusterType } from 'redis'
 
 /**
  * Set by global-setup.ts in jest's main process before workers start; jest copies the main
@@ -46,6 +47,36 @@ export async function quitClient(client: Redis | Cluster): Promise<void> {
   } catch {
     client.disconnect()
   }
+}
+
+/**
+ * A connected node-redis (the `redis` package) client for `url` (default: the shared server), as an app
+ * makes one: `createClient`, an 'error' listener (node-redis throws an 'error' event nobody listens
+ * to), `await connect()`. Its defaults otherwise: offline queue on (unless `disableOfflineQueue`: then a
+ * command sent while disconnected is refused at once), reconnecting with backoff.
+ */
+export async function newNodeRedisClient(url = redisUrl(), options: { disableOfflineQueue?: boolean } = {}): Promise<RedisClientType> {
+  const client = createClient({ url, ...options, socket: { connectTimeout: 2000 } }) as RedisClientType
+  client.on('error', () => {})
+  await client.connect()
+  return client
+}
+
+/** A connected node-redis Cluster over `rootNodes`, with an 'error' listener (see newNodeRedisClient). */
+export async function newNodeRedisCluster(rootNodes: ReadonlyArray<{ host: string; port: number }>): Promise<RedisClusterType> {
+  const cluster = createCluster({
+    rootNodes: rootNodes.map(({ host, port }) => ({ url: `redis://${host}:${port}` })),
+    defaults: { socket: { connectTimeout: 2000 } },
+  }) as RedisClusterType
+  cluster.on('error', () => {})
+  cluster.on('node-error', () => {})
+  await cluster.connect()
+  return cluster
+}
+
+/** Closes a node-redis client or Cluster whatever its state (destroy: no waiting for replies of a dead server). */
+export function closeNodeRedis(client: RedisClientType | RedisClusterType | undefined): void {
+  if (client?.isOpen) client.destroy()
 }
 
 const PREFIX_NAME = /^[A-Za-z0-9._/-]+$/

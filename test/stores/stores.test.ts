@@ -1,14 +1,30 @@
 import { type Decision, Limiter, MAX_BATCH_KEYS, MemoryStore, RedisStore } from '@tollgate/core'
 import type { Redis } from 'ioredis'
-import { escapeGlob, keysWithoutTtl, newRedisClient, quitClient, scanKeys, testPrefix } from '../harness/redis'
+import type { RedisClientType } from 'redis'
+import {
+  closeNodeRedis,
+  escapeGlob,
+  keysWithoutTtl,
+  newNodeRedisClient,
+  newRedisClient,
+  quitClient,
+  scanKeys,
+  testPrefix,
+} from '../harness/redis'
 import { storeContract } from './store-contract'
 
 let client: Redis
+/** The same server through node-redis (the `redis` package); keys are checked through `client` either way. */
+let nodeRedis: RedisClientType
 beforeAll(async () => {
   client = newRedisClient()
   await client.ping()
+  nodeRedis = await newNodeRedisClient()
 })
-afterAll(() => quitClient(client))
+afterAll(async () => {
+  closeNodeRedis(nodeRedis)
+  await quitClient(client)
+})
 
 storeContract('memory', () => ({ store: new MemoryStore({ sweepIntervalMs: 0 }), prefix: 'm:' }), { sameAsMemory: false })
 storeContract('Redis', () => ({ store: new RedisStore({ client, timeout: '2s' }), prefix: testPrefix('contract') }), {
@@ -17,6 +33,16 @@ storeContract('Redis', () => ({ store: new RedisStore({ client, timeout: '2s' })
 storeContract(
   'Redis, unbatched',
   () => ({ store: new RedisStore({ client, batch: false, timeout: '2s' }), prefix: testPrefix('contract-nobatch') }),
+  { redis: () => client },
+)
+storeContract(
+  'Redis through node-redis',
+  () => ({ store: new RedisStore({ client: nodeRedis, timeout: '2s' }), prefix: testPrefix('contract-node-redis') }),
+  { redis: () => client },
+)
+storeContract(
+  'Redis through node-redis, unbatched',
+  () => ({ store: new RedisStore({ client: nodeRedis, batch: false, timeout: '2s' }), prefix: testPrefix('contract-node-redis-nobatch') }),
   { redis: () => client },
 )
 

@@ -6,12 +6,14 @@ import type { AlgorithmName, Store, StoreCall, StoreResult } from '../types'
 import { FixedWindowBatcher } from './redis-batch'
 import { watchClient } from './redis-checks'
 import { type ColdStart, type FailureCauses, withDeadline } from './redis-deadline'
+import { isNodeRedis, type NodeRedisClientLike, type NodeRedisClusterLike, nodeRedisAdapter } from './redis-node'
 import { followRedirects } from './redis-redirects'
 import { clusterNodeOf } from './redis-slots'
 
 /**
  * The part of an ioredis client (`Redis` or `Cluster`) this store uses. Declared structurally so
- * that @tollgate/core never imports ioredis: memory-only users install no Redis client.
+ * that @tollgate/core never imports ioredis: memory-only users install no Redis client. A node-redis
+ * client or Cluster is presented to the store in this shape too (redis-node.ts).
  */
 export interface RedisClientLike {
   multi(): RedisTransactionLike
@@ -28,10 +30,12 @@ export interface RedisClientLike {
 
 export interface RedisStoreOptions {
   /**
-   * A connected ioredis `Redis` or `Cluster`. The store borrows it: it never connects or quits it,
-   * and works whatever its offline-queue and retry settings, because every call has its own deadline.
+   * A connected ioredis `Redis` or `Cluster`, or a node-redis (`redis` v4/v5) client or cluster from
+   * `createClient()` / `createCluster()` after `await client.connect()`. The store borrows it: it
+   * never connects or quits it, and works whatever its offline-queue and retry settings, because
+   * every call has its own deadline.
    */
-  client: RedisClientLike
+  client: RedisClientLike | NodeRedisClientLike | NodeRedisClusterLike
   /**
    * Deadline for one store call, from the request's point of view. A reply later than this is
    * ignored, and the limiter applies its `onStoreError` policy instead of holding the request.
@@ -68,6 +72,8 @@ export class RedisStore implements Store {
   readonly local = false
   readonly timeoutMs: number
   private readonly client: RedisClientLike
+  /** The node a store key lives on (see nodeOf), as the kind of client found at construction tells it. */
+  private readonly nodeOfKey: (storeKey: string) => string
   private readonly batcher: FixedWindowBatcher
   private readonly admitScripts = new Map<AlgorithmName, Script>()
   private readonly refundScripts = new Map<AlgorithmName, Script>()
@@ -84,7 +90,8 @@ export class RedisStore implements Store {
       )
     }
     rejectUnknown('RedisStore', options, OPTION_KEYS)
-    const client = checkClient(options.client)
+    const [client, nodeOfKey] = checkClient(options.client)
+    this.nodeOfKey = nodeOfKey
     if (options.batch !== undefined && typeof options.batch !== 'boolean') throw invalidOption('batch', 'true or false', options.batch)
     this.client = client
     this.timeoutMs = options.timeout === undefined ? 50 : parseDuration('timeout', options.timeout)
@@ -183,7 +190,7 @@ export class RedisStore implements Store {
    * master serving the key's slot; a standalone Redis is one node.
    */
   nodeOf(storeKey: string): string {
-    return this.client.isCluster === true ? clusterNodeOf(this.client.slots, storeKey) : ''
+    return this.nodeOfKey(storeKey)
   }
 
   private define(name: string, lua: string): Script {
@@ -194,14 +201,26 @@ export class RedisStore implements Store {
   }
 }
 
-/** The client, if it has what this store calls; otherwise an error naming what it lacks. */
-function checkClient(client: unknown): RedisClientLike {
-  const expected = 'an ioredis Redis or Cluster instance'
-  if (client === null || typeof client !== 'object') throw invalidOption('client', expected, client)
+const SUPPORTED_CLIENTS =
+  'an ioredis Redis or Cluster, or a node-redis client or cluster (createClient() or createCluster() of the "redis" package)'
+
+/**
+ * The client as the store speaks to it, and how to find a key's node, decided once from what the
+ * client is: ioredis as it is, node-redis through its adapter (redis-node.ts). Anything else is
+ * refused with a message naming the supported clients and, for an object that is almost an ioredis
+ * client, what it lacks.
+ */
+function checkClient(client: unknown): [RedisClientLike, (storeKey: string) => string] {
+  if (client === null || typeof client !== 'object') throw invalidOption('client', SUPPORTED_CLIENTS, client)
   const missing = CLIENT_METHODS.filter((m) => typeof (client as Record<string, unknown>)[m] !== 'function')
-  if (missing.length === 0) return client as RedisClientLike
-  // node-redis (createClient) has sendCommand and isOpen; it has no defineCommand.
-  const nodeRedis = typeof (client as Record<string, unknown>).sendCommand === 'function' && 'isOpen' in client
-  const lacks = `it has no ${missing.map((m) => `${m}()`).join(', ')}${nodeRedis ? '; this looks like a node-redis client, which RedisStore does not support yet' : ''}`
-  throw invalidOption('client', `${expected} (${lacks})`, client)
+  if (missing.length === 0) {
+    const ioredis = client as RedisClientLike
+    return [ioredis, (key) => (ioredis.isCluster === true ? clusterNodeOf(ioredis.slots, key) : '')]
+  }
+  if (isNodeRedis(client)) {
+    const adapter = nodeRedisAdapter(client)
+    return [adapter, (key) => adapter.nodeOf(key)]
+  }
+  const lacks = missing.length < CLIENT_METHODS.length ? ` (it has no ${missing.map((m) => `${m}()`).join(', ')})` : ''
+  throw invalidOption('client', `${SUPPORTED_CLIENTS}${lacks}`, client)
 }

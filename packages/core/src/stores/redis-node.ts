@@ -1,0 +1,251 @@
+import { createHash } from 'node:crypto'
+import type { RedisTransactionLike } from '../algorithms/fixed-window'
+import type { WatchedClient } from './redis-checks'
+import { keySlot } from './redis-slots'
+
+/*
+ * node-redis (the `redis` package, v4 and v5: `createClient`, `createCluster`) presented to RedisStore
+ * through the ioredis-shaped RedisClientLike it already speaks (issue 15), so the store, its batcher,
+ * its deadline and its checks run one code path for both clients. Detected once, at construction
+ * (isNodeRedis); @tollgate/core never imports `redis`: these types are structural.
+ *
+ * What differs from ioredis, and how it is bridged here:
+ * - commands go through `sendCommand(args)` (a Cluster's takes the key that routes it first), with
+ *   every argument a string;
+ * - no defineCommand: a script runs as EVALSHA of its SHA1, and as EVAL after a NOSCRIPT (which also
+ *   caches it in Redis), as ioredis's defined commands do; redis-checks.ts preloads them all;
+ * - MULTI replies are plain values, and a failed command makes exec() throw a MultiErrorReply that
+ *   carries every reply: both turned into ioredis's [error, value] pairs;
+ * - a Cluster's MULTI goes to the master of its first key's slot and does not follow MOVED itself:
+ *   the batcher's one retry (redis-redirects.ts) asks for a fresh slot map through refreshSlotsCache;
+ * - connection state is `isOpen`/`isReady`, not ioredis's `status`; a Cluster names its nodes'
+ *   connection errors 'node-error' and says 'connect' once it has its slot map.
+ */
+
+/** A node-redis transaction (`client.multi()`), v4 or v5: the part RedisStore uses. */
+export interface NodeRedisMultiLike {
+  incrBy(key: string, increment: number): NodeRedisMultiLike
+  pExpire(key: string, milliseconds: number): NodeRedisMultiLike
+  exec(): Promise<unknown>
+}
+
+/** A node-redis client (`createClient()`, v4 or v5), connected by its owner with `await client.connect()`. */
+export interface NodeRedisClientLike {
+  readonly isOpen: boolean
+  readonly isReady: boolean
+  sendCommand(args: string[]): Promise<unknown>
+  multi(): NodeRedisMultiLike
+  on(event: string, listener: (...args: unknown[]) => void): unknown
+}
+
+/** A node in a node-redis Cluster's slot map (`cluster.masters`, `cluster.slots[slot].master`). */
+export interface NodeRedisNodeLike {
+  readonly host: string
+  readonly port: number
+}
+
+/** A node-redis Cluster (`createCluster({ rootNodes })`, v4 or v5), connected by its owner. */
+export interface NodeRedisClusterLike {
+  readonly isOpen: boolean
+  readonly masters: readonly NodeRedisNodeLike[]
+  readonly slots: ReadonlyArray<{ readonly master: NodeRedisNodeLike } | undefined>
+  sendCommand(firstKey: string | undefined, isReadonly: boolean | undefined, args: string[]): Promise<unknown>
+  multi(): NodeRedisMultiLike
+  nodeClient(node: never): Promise<NodeRedisClientLike> | NodeRedisClientLike
+  on(event: string, listener: (...args: unknown[]) => void): unknown
+}
+
+type AnyNodeRedis = NodeRedisClientLike | NodeRedisClusterLike
+
+/** A node-redis Cluster's internal slot map (v5's `_slots`; v4 keeps it private): `rediscover` is what it runs on MOVED. */
+interface SlotsInternals {
+  rediscover?: (startWith: unknown) => Promise<void>
+}
+
+function isFunction(value: unknown): boolean {
+  return typeof value === 'function'
+}
+
+/** A node-redis Cluster: `sendCommand`, `masters` and `nodeClient`. */
+export function isNodeRedisCluster(client: object): client is NodeRedisClusterLike {
+  const c = client as Record<string, unknown>
+  return isFunction(c.sendCommand) && isFunction(c.multi) && isFunction(c.nodeClient) && 'masters' in client && 'isOpen' in client
+}
+
+/** A node-redis client or Cluster: `sendCommand`, `multi` and `isOpen` (ioredis has no `isOpen`). */
+export function isNodeRedis(client: object): client is AnyNodeRedis {
+  const c = client as Record<string, unknown>
+  return isFunction(c.sendCommand) && isFunction(c.multi) && 'isOpen' in client
+}
+
+/** SHA1 of a script, as EVALSHA names it. */
+function sha1(lua: string): string {
+  return createHash('sha1').update(lua).digest('hex')
+}
+
+function isNoScript(error: unknown): boolean {
+  return error instanceof Error && error.message.startsWith('NOSCRIPT')
+}
+
+/** node-redis's MULTI replies as ioredis's [error, value] pairs; a MultiErrorReply carries every reply (`replies`). */
+function pairs(replies: unknown): Array<[Error | null, unknown]> {
+  const list = Array.isArray(replies) ? replies : []
+  return list.map((reply): [Error | null, unknown] => (reply instanceof Error ? [reply, null] : [null, reply]))
+}
+
+/** The ioredis transaction shape over a node-redis MULTI, created at exec() (a Cluster routes it by its first key). */
+class Transaction implements RedisTransactionLike {
+  private readonly commands: Array<[key: string, cost: string, ttlMs: string]> = []
+  constructor(
+    private readonly client: AnyNodeRedis,
+    /** What the batcher refreshes the slot map through after a redirect (redis-redirects.ts). */
+    readonly redis: NodeRedisAdapter,
+  ) {}
+
+  incrby(key: string, increment: string): RedisTransactionLike {
+    this.commands.push([key, increment, ''])
+    return this
+  }
+
+  pexpire(key: string, milliseconds: string): RedisTransactionLike {
+    const last = this.commands[this.commands.length - 1]
+    if (last !== undefined && last[0] === key && last[2] === '') last[2] = milliseconds
+    return this
+  }
+
+  exec(): Promise<Array<[Error | null, unknown]> | null> {
+    const tx = this.client.multi()
+    for (const [key, cost, ttlMs] of this.commands) tx.incrBy(key, Number(cost)).pExpire(key, Number(ttlMs))
+    return tx.exec().then(pairs, (error: unknown) => {
+      const replies = (error as { replies?: unknown } | null)?.replies
+      if (Array.isArray(replies)) return pairs(replies)
+      throw error
+    })
+  }
+}
+
+/**
+ * A node-redis client or Cluster as a RedisClientLike (redis-store.ts, which checks the fit) and the
+ * WatchedClient of redis-checks.ts. One
+ * per node-redis object (see nodeRedisAdapter), so stores sharing a client share one watch.
+ */
+export class NodeRedisAdapter implements WatchedClient {
+  readonly isCluster: boolean
+
+  constructor(private readonly client: AnyNodeRedis) {
+    this.isCluster = isNodeRedisCluster(client)
+  }
+
+  /** ioredis's names for node-redis's state: 'ready' once commands go out, 'connecting' while they queue. */
+  get status(): string {
+    const client = this.client
+    if (!client.isOpen) return 'wait'
+    if (this.isCluster) return (client as NodeRedisClusterLike).masters.length > 0 ? 'ready' : 'connecting'
+    return (client as NodeRedisClientLike).isReady ? 'ready' : 'connecting'
+  }
+
+  /** Sends `args` on the node serving `key` (any node when undefined): the key routes it on a Cluster. */
+  send(key: string | undefined, args: string[]): Promise<unknown> {
+    try {
+      if (this.isCluster) return (this.client as NodeRedisClusterLike).sendCommand(key, false, args)
+      return (this.client as NodeRedisClientLike).sendCommand(args)
+    } catch (error) {
+      return Promise.reject(error)
+    }
+  }
+
+  multi(): RedisTransactionLike {
+    return new Transaction(this.client, this)
+  }
+
+  del(...keys: string[]): Promise<number> {
+    return this.send(keys[0], ['DEL', ...keys]) as Promise<number>
+  }
+
+  get(key: string): Promise<string | null> {
+    return this.send(key, ['GET', key]) as Promise<string | null>
+  }
+
+  set(key: string, value: string, px: 'PX', milliseconds: string): Promise<unknown> {
+    return this.send(key, ['SET', key, value, px, milliseconds])
+  }
+
+  /** ioredis's defineCommand: `this[name](numberOfKeys, ...keys, ...args)` runs `lua` by EVALSHA, by EVAL after a NOSCRIPT. */
+  defineCommand(name: string, definition: { lua: string }): void {
+    const { lua } = definition
+    const sha = sha1(lua)
+    const run = (numberOfKeys: string | number, ...rest: Array<string | number>): Promise<unknown> => {
+      const tail = [String(numberOfKeys), ...rest.map(String)]
+      const key = Number(numberOfKeys) > 0 ? tail[1] : undefined
+      return this.send(key, ['EVALSHA', sha, ...tail]).catch((error: unknown) => {
+        if (!isNoScript(error)) throw error
+        return this.send(key, ['EVAL', lua, ...tail])
+      })
+    }
+    ;(this as unknown as Record<string, unknown>)[name] = run
+  }
+
+  /** The master serving `key`'s slot ("host:port"), or its slot while the map is unknown; '' on a standalone Redis. */
+  nodeOf(key: string): string {
+    if (!this.isCluster) return ''
+    const slot = keySlot(key)
+    const master = (this.client as NodeRedisClusterLike).slots[slot]?.master
+    return master === undefined ? `slot ${slot}` : `${master.host}:${master.port}`
+  }
+
+  // WatchedClient (redis-checks.ts): the preload, the ACL probe, the eviction check, connection errors.
+
+  on(event: string, listener: (...args: never[]) => void): unknown {
+    // A Cluster's per-node errors are 'node-error' (ioredis: 'node error'); it is ready once it has
+    // its slot map, which it announces as 'connect'.
+    const name = this.isCluster ? ({ 'node error': 'node-error', ready: 'connect' }[event] ?? event) : event
+    return this.client.on(name, listener as (...args: unknown[]) => void)
+  }
+
+  call(command: string, ...args: Array<string | number>): Promise<unknown> {
+    return this.send(undefined, [command, ...args.map(String)])
+  }
+
+  nodes(_role: 'master'): WatchedClient[] {
+    if (!this.isCluster) return [this]
+    const cluster = this.client as NodeRedisClusterLike
+    return cluster.masters.map((master) => ({
+      call: (command: string, ...args: Array<string | number>) =>
+        Promise.resolve()
+          .then(() => cluster.nodeClient(master as never))
+          .then((node) => node.sendCommand([command, ...args.map(String)])),
+    }))
+  }
+
+  /**
+   * Refreshes a Cluster's slot map the way node-redis does on MOVED (its `_slots.rediscover`), for the
+   * one retry of a redirected call (redis-redirects.ts). Where that is not reachable (v4), calls back
+   * at once: the retry then goes out on the map the client has.
+   */
+  refreshSlotsCache(callback?: (error?: Error | null) => void): void {
+    const done = (error?: unknown) => callback?.(error instanceof Error ? error : null)
+    const cluster = this.client as NodeRedisClusterLike & { _slots?: SlotsInternals }
+    const slots = cluster._slots
+    const master = cluster.masters[0]
+    if (!this.isCluster || typeof slots?.rediscover !== 'function' || master === undefined) {
+      done()
+      return
+    }
+    Promise.resolve()
+      .then(() => cluster.nodeClient(master as never))
+      .then((node) => slots.rediscover!(node))
+      .then(() => done(), done)
+  }
+}
+
+const adapters = new WeakMap<object, NodeRedisAdapter>()
+
+/** The one adapter of a node-redis client or Cluster. */
+export function nodeRedisAdapter(client: AnyNodeRedis): NodeRedisAdapter {
+  let adapter = adapters.get(client)
+  if (adapter === undefined) {
+    adapter = new NodeRedisAdapter(client)
+    adapters.set(client, adapter)
+  }
+  return adapter
+}

@@ -1,0 +1,145 @@
+import { createHash } from 'node:crypto'
+import { type AlgorithmName, Limiter, RedisStore } from '@tollgate/core'
+import { Redis } from 'ioredis'
+import { createClient, type RedisClientType } from 'redis'
+import { ALGORITHMS as ALL } from '../../packages/core/src/algorithms'
+import { closeNodeRedis, newNodeRedisClient, quitClient, testPrefix } from '../harness/redis'
+import { type RedisServer, startRedisServer } from '../harness/redis-server'
+
+// What RedisStore learns about a node-redis client once it can talk to it (redis-checks.ts), and the
+// scripts node-redis has no defineCommand for (redis-node.ts): preloaded when the store is built,
+// healed after a SCRIPT FLUSH, the ACL probe and the eviction warning, and a client its app never
+// connected. A server of this file's own: SCRIPT FLUSH, ACL users and CONFIG SET touch nobody else.
+
+const sha = (lua: string) => createHash('sha1').update(lua).digest('hex')
+const SHAS = Object.values(ALL).flatMap((a) => [sha(a.admitScript), sha(a.refundScript)])
+
+let redis: RedisServer
+let admin: Redis
+const clients: RedisClientType[] = []
+const unhandled: unknown[] = []
+const onUnhandled = (reason: unknown) => void unhandled.push(reason)
+let warnings: jest.SpyInstance
+
+beforeAll(async () => {
+  redis = await startRedisServer()
+  admin = new Redis(redis.url, { disconnectTimeout: 0 })
+  await admin.call('ACL', 'SETUSER', 'no-pexpire', 'on', '>pw', '~*', '+@all', '-pexpire')
+})
+afterAll(async () => {
+  for (const c of clients) closeNodeRedis(c)
+  await quitClient(admin)
+  await redis?.stop()
+})
+beforeEach(() => {
+  unhandled.length = 0
+  process.on('unhandledRejection', onUnhandled)
+  warnings = jest.spyOn(process, 'emitWarning').mockImplementation(() => {})
+})
+afterEach(() => {
+  warnings.mockRestore()
+  process.off('unhandledRejection', onUnhandled)
+  expect(unhandled).toEqual([])
+})
+
+async function nodeRedis(url = redis.url): Promise<RedisClientType> {
+  const client = await newNodeRedisClient(url)
+  clients.push(client)
+  return client
+}
+
+/** Polls `check` every 10 ms, at most 50 times, until it holds. */
+async function eventually(check: () => Promise<boolean> | boolean): Promise<boolean> {
+  for (let i = 0; i < 50; i++) {
+    if (await check()) return true
+    await new Promise((resolve) => setTimeout(resolve, 10))
+  }
+  return false
+}
+
+const loaded = async () => (await admin.script('EXISTS', ...SHAS)) as number[]
+
+it("preloads the store's scripts when it is built on a connected client", async () => {
+  await admin.script('FLUSH')
+  expect(await loaded()).toEqual(SHAS.map(() => 0))
+  new RedisStore({ client: await nodeRedis() })
+  expect(await eventually(async () => (await loaded()).every((n) => n === 1))).toBe(true)
+})
+
+it.each<AlgorithmName>(['sliding-window', 'gcra', 'sliding-log'])(
+  '%s: decides from Redis after a SCRIPT FLUSH (NOSCRIPT, then EVAL), and the script is cached again',
+  async (algorithm) => {
+    const limiter = new Limiter({
+      store: new RedisStore({ client: await nodeRedis(), timeout: '2s' }),
+      algorithm,
+      max: 2,
+      window: '1m',
+      prefix: testPrefix(`noscript-${algorithm}`),
+    })
+    await limiter.consume('warm') // the preload is done with
+    await admin.script('FLUSH')
+    const decisions = [await limiter.consume('c'), await limiter.consume('c'), await limiter.consume('c')]
+    expect(decisions.map((d) => [d.source, d.allowed])).toEqual([
+      ['store', true],
+      ['store', true],
+      ['store', false],
+    ])
+    expect(((await admin.script('EXISTS', sha(ALL[algorithm].admitScript))) as number[])[0]).toBe(1)
+  },
+)
+
+it('warns once about a command the Redis user may not run, and names it in the failure', async () => {
+  const client = createClient({ url: `redis://no-pexpire:pw@${redis.host}:${redis.port}` }) as RedisClientType
+  client.on('error', () => {})
+  await client.connect()
+  clients.push(client)
+  const errors: string[] = []
+  const limiter = new Limiter({
+    store: new RedisStore({ client, timeout: '2s' }),
+    max: 3,
+    window: '1m',
+    prefix: testPrefix('node-redis-acl'),
+    logger: { warn: () => {}, error: (message: string) => void errors.push(message) },
+  })
+  expect(await eventually(() => warnings.mock.calls.length > 0)).toBe(true)
+  const decision = await limiter.consume('c') // the fast path: MULTI, INCRBY, PEXPIRE refused
+  expect(decision.source).toBe('fallback')
+  expect(warnings.mock.calls.map((call) => String(call[0]))).toEqual([
+    expect.stringMatching(/NOPERM: the Redis user "no-pexpire" cannot run PEXPIRE \(used by sliding-log, fixed-window\)/),
+  ])
+  expect(errors.join('\n')).toMatch(/NOPERM.*(cannot run PEXPIRE|'pexpire' command)/)
+})
+
+it('warns about an evicting maxmemory-policy', async () => {
+  const fresh = await startRedisServer()
+  const config = new Redis(fresh.url, { disconnectTimeout: 0 })
+  try {
+    await config.config('SET', 'maxmemory', '100mb')
+    await config.config('SET', 'maxmemory-policy', 'allkeys-lru')
+    new RedisStore({ client: await nodeRedis(fresh.url) })
+    expect(await eventually(() => warnings.mock.calls.length > 0)).toBe(true)
+    expect(warnings.mock.calls.map((call) => (call[1] as { code?: string }).code)).toEqual(['TG_REDIS_EVICTION'])
+  } finally {
+    await quitClient(config)
+    await fresh.stop()
+  }
+})
+
+it('answers from the fallback at once for a client its app never connected, saying so', async () => {
+  const client = createClient({ url: redis.url })
+  const errors: string[] = []
+  const limiter = new Limiter({
+    store: new RedisStore({ client, timeout: '2s' }),
+    max: 3,
+    window: '1m',
+    prefix: testPrefix('node-redis-closed'),
+    logger: { warn: () => {}, error: (message: string) => void errors.push(message) },
+  })
+  const started = Date.now()
+  const decision = await limiter.consume('c')
+  // Well inside the 2 s deadline: node-redis refuses a command on a closed client at once.
+  expect(Date.now() - started).toBeLessThan(1000)
+  expect(decision.source).toBe('fallback')
+  expect(errors.join('\n')).toMatch(/The client is closed/)
+  expect(client.isOpen).toBe(false)
+})
