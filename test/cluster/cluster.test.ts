@@ -64,6 +64,8 @@ describe.each([
           max: 50,
           window: '1 minute',
           store: new RedisStore({ client: storeClient(), timeout: '2s' }),
+          // A failing store must not pass for a working one: the memory fallback would also admit 50.
+          onStoreError: 'deny',
           prefix: testPrefix('cluster-burst'),
           clock: () => now,
         }),
