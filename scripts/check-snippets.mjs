@@ -6,6 +6,8 @@
 //   node scripts/check-snippets.mjs [file.md ...]   (default: README.md and packages/*/README.md)
 //
 // Errors are reported at their line in the Markdown file; the exit status is 1 when there is one.
+// A block opened with ```ts experimentalDecorators (NestJS, routing-controllers code) is checked
+// under legacy decorators instead, in a folder of its own (issue 13).
 import { spawnSync } from 'node:child_process'
 import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { dirname, join, relative, resolve } from 'node:path'
@@ -53,18 +55,18 @@ const TSCONFIG = {
   include: ['*.ts'],
 }
 
-/** The ```ts blocks of a Markdown file: { code, line } with line the 1-based line of the block's first code line. */
+/** The ```ts blocks of a Markdown file: { code, line, legacy } with line the 1-based line of the block's first code line. */
 function snippets(markdown) {
   const lines = markdown.split('\n')
   const found = []
   for (let i = 0; i < lines.length; i++) {
-    const open = /^(\s*)```(ts|typescript)\s*$/.exec(lines[i])
+    const open = /^(\s*)```(ts|typescript)(\s+experimentalDecorators)?\s*$/.exec(lines[i])
     if (!open) continue
     const start = i + 1
     let end = start
     while (end < lines.length && !/^\s*```\s*$/.test(lines[end])) end++
     if (end === lines.length) throw new Error(`unclosed \`\`\`${open[2]} block at line ${i + 1}`)
-    found.push({ code: lines.slice(start, end).join('\n'), line: start + 1 })
+    found.push({ code: lines.slice(start, end).join('\n'), line: start + 1, legacy: open[3] !== undefined })
     i = end
   }
   return found
@@ -82,6 +84,15 @@ rmSync(outDir, { recursive: true, force: true })
 mkdirSync(outDir, { recursive: true })
 writeFileSync(join(outDir, 'prelude.d.ts'), PRELUDE)
 writeFileSync(join(outDir, 'tsconfig.json'), `${JSON.stringify(TSCONFIG, null, 2)}\n`)
+// Legacy-decorator snippets: the same options with experimentalDecorators, the same prelude.
+const legacyDir = join(outDir, 'legacy')
+mkdirSync(legacyDir)
+const LEGACY = {
+  extends: '../tsconfig.json',
+  compilerOptions: { experimentalDecorators: true, emitDecoratorMetadata: true, baseUrl: '../../..' },
+  include: ['*.ts', '../prelude.d.ts'],
+}
+writeFileSync(join(legacyDir, 'tsconfig.json'), `${JSON.stringify(LEGACY, null, 2)}\n`)
 
 const origin = new Map() // snippet file name -> { md, line }
 let count = 0
@@ -92,16 +103,21 @@ for (const md of files) {
     const name = `${relative(root, md).replace(/[^A-Za-z0-9]+/g, '-')}-L${s.line}.ts`
     // `export {}` makes every snippet a module, so two snippets declaring `app` do not collide and the
     // prelude's globals can be shadowed by a snippet's own import.
-    writeFileSync(join(outDir, name), `${s.code}\nexport {}\n`)
+    writeFileSync(join(s.legacy ? legacyDir : outDir, name), `${s.code}\nexport {}\n`)
     origin.set(name, { md: shown, line: s.line })
     count++
   }
 }
 
 const tsc = join(root, 'node_modules', 'typescript', 'bin', 'tsc')
-const run = spawnSync(process.execPath, [tsc, '-p', join(outDir, 'tsconfig.json'), '--pretty', 'false'], { cwd: outDir, encoding: 'utf8' })
-const output = `${run.stdout}${run.stderr}`.trim()
-if (run.status === 0) {
+const runs = [outDir, legacyDir].map((dir) =>
+  spawnSync(process.execPath, [tsc, '-p', join(dir, 'tsconfig.json'), '--pretty', 'false'], { cwd: dir, encoding: 'utf8' }),
+)
+const output = runs
+  .map((run) => `${run.stdout}${run.stderr}`.trim())
+  .filter(Boolean)
+  .join('\n')
+if (runs.every((run) => run.status === 0)) {
   console.log(`check-snippets: ${count} TypeScript snippet(s) in ${files.length} file(s) type-check under strict`)
   process.exit(0)
 }
