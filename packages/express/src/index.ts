@@ -142,14 +142,12 @@ export function RateLimit(options?: RateLimitOptions): MethodDecorator {
             }
           }
           middleware(req, res, done)
-          // A refused request never calls done(): settle once the response is over. resolve() after
-          // done() is a no-op, so an allowed call resolves to what the method returned.
+          // A refused request never calls done(): settle once the refusal is sent. resolve() after
+          // done() is a no-op, so an allowed call resolves to what the method returned. Not on 'close':
+          // a client gone while the store answers would settle the call before the method runs, and a
+          // rejection of the method would then reach no one (an unhandled rejection).
           if (res.headersSent || res.writableEnded) resolve(res)
-          else {
-            const over = () => resolve(res)
-            res.once('finish', over)
-            res.once('close', over)
-          }
+          else res.once('finish', () => resolve(res))
         })
       },
   )
