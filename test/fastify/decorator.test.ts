@@ -61,15 +61,21 @@ describe('@RateLimit on a fastify controller', () => {
   it('returns the reply when refused (synchronously on the memory store), so fastify knows the response is handled', async () => {
     const limited = new AccountController()
     const sent: unknown[] = []
-    const reply = {
-      code: () => reply,
-      header: () => reply,
-      headers: () => reply,
-      send: (body: unknown) => void sent.push(String(body)),
-    } as unknown as FastifyReply
-    const request = () => ({ ip: '192.0.2.1', headers: {} }) as unknown as FastifyRequest
-    expect(limited.hello(request(), reply)).toBeUndefined()
-    expect(limited.hello(request(), reply)).toBe(reply)
+    // The decorator finds the request through reply.request, as on a real reply.
+    const exchange = () => {
+      const request = { ip: '192.0.2.1', headers: {} } as unknown as FastifyRequest
+      const reply = {
+        request,
+        code: () => reply,
+        header: () => reply,
+        headers: () => reply,
+        send: (body: unknown) => void sent.push(String(body)),
+      } as unknown as FastifyReply
+      return [request, reply] as const
+    }
+    expect(limited.hello(...exchange())).toBeUndefined()
+    const refused = exchange()
+    expect(limited.hello(...refused)).toBe(refused[1])
     expect(sent).toEqual(['hello', 'one is enough'])
   })
 })

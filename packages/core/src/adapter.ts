@@ -124,6 +124,7 @@ export function withVisitor(seen: object | object[] | undefined, limiter: object
   return seen
 }
 
+export { isObject, type MethodDecorator, methodDecorator, missingRequest } from './decorators'
 export type { Limiter } from './limiter/limiter'
 export type { Rejection } from './limiter/response'
 export { adapterChoice, adapterFunction } from './options/checks'

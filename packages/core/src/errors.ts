@@ -5,6 +5,8 @@ export type TollgateErrorCode =
   | 'TG_INVALID_REQUEST_VALUE'
   | 'TG_STORE_TIMEOUT'
   | 'TG_STORE_ERROR'
+  | 'TG_DECORATOR_NO_REQUEST'
+  | 'TG_DECORATOR_TARGET'
 
 export class TollgateError extends Error {
   override readonly name = 'TollgateError'

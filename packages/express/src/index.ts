@@ -1,5 +1,15 @@
 import { Limiter, type LimiterOptions } from '@tollgate/core'
-import { adapterFunction, createGate, type Decision, isThenable, type ResponseIO } from '@tollgate/core/adapter'
+import {
+  adapterFunction,
+  createGate,
+  type Decision,
+  isObject,
+  isThenable,
+  type MethodDecorator,
+  methodDecorator,
+  missingRequest,
+  type ResponseIO,
+} from '@tollgate/core/adapter'
 import type { NextFunction, Request, Response } from 'express'
 import { record, visit } from './request-decisions'
 
@@ -87,37 +97,61 @@ export function rateLimit(options?: RateLimitOptions): RateLimitMiddleware {
   return Object.assign(middleware, { limiter })
 }
 
-/**
- * Limits a controller method whose first two arguments are Express's `req` and `res`
- * (standard TC39 decorator). The method body runs only when the request is allowed; otherwise the
- * 429 is sent exactly as the middleware sends it.
- */
-export function RateLimit(options?: RateLimitOptions) {
-  const middleware = rateLimit(options)
-  return function decorate<This, Args extends [Request, Response, ...unknown[]], Result>(
-    method: (this: This, ...args: Args) => Result,
-    _context: ClassMethodDecoratorContext<This, (this: This, ...args: Args) => Result>,
-  ) {
-    return function limited(this: This, ...args: Args): Promise<Awaited<Result> | undefined> {
-      const [req, res] = args
-      const next = typeof args[2] === 'function' ? (args[2] as NextFunction) : undefined
-      return new Promise((resolve, reject) => {
-        const done = (error?: unknown) => {
-          if (error !== undefined && error !== null) {
-            if (next !== undefined) return resolve(void next(error))
-            return reject(error)
-          }
-          try {
-            resolve(method.apply(this, args) as Awaited<Result>)
-          } catch (e) {
-            reject(e)
-          }
-        }
-        middleware(req, res, done)
-        // A refused request never calls done(): settle once the response is finished.
-        if (res.headersSent || res.writableEnded) resolve(undefined)
-        else res.once('finish', () => resolve(undefined))
-      })
-    }
+/** An Express request: Express links it to its response (`req.res`), and `req.app` is the app its settings come from. */
+const isRequest = (x: unknown): x is Request =>
+  isObject(x) && typeof x.method === 'string' && isObject(x.headers) && typeof x.app === 'function' && isObject(x.res)
+const isResponse = (x: unknown): x is Response => isObject(x) && typeof x.setHeader === 'function' && isRequest(x.req)
+
+/** The request and response among a method's arguments: wherever they are, and either one is enough (Express links them). */
+function requestOf(args: readonly unknown[]): Request | undefined {
+  for (const arg of args) {
+    if (isRequest(arg)) return arg
+    if (isResponse(arg)) return arg.req
   }
+  return undefined
 }
+
+/**
+ * Limits a controller method (standard TC39 or legacy `experimentalDecorators` decorator). It finds
+ * Express's `req` and `res` among the method's arguments: `(req, res, next)`, or parameters decorated
+ * with `@Req()` / `@Res()` anywhere in the list (routing-controllers, NestJS); one of the two is
+ * enough. The method body runs only when the request is allowed; otherwise the 429 is sent exactly as
+ * the middleware sends it and the call resolves to `res` (routing-controllers then writes nothing more).
+ * The decorated method returns a promise. A call without a request fails with TG_DECORATOR_NO_REQUEST.
+ */
+export function RateLimit(options?: RateLimitOptions): MethodDecorator {
+  const middleware = rateLimit(options)
+  return methodDecorator(
+    (method, label) =>
+      function limited(this: unknown, ...args: unknown[]): Promise<unknown> {
+        const req = requestOf(args)
+        if (req === undefined) return Promise.reject(missingRequest(label(this), args, 'Express request (req) or response (res)', HINT))
+        const res = req.res!
+        // Plain Express (req, res, next): an error of the limit goes to next, as the middleware's does.
+        const next = args[0] === req && typeof args[2] === 'function' ? (args[2] as NextFunction) : undefined
+        return new Promise((resolve, reject) => {
+          const done = (error?: unknown) => {
+            if (error !== undefined && error !== null) {
+              if (next !== undefined) return resolve(void next(error))
+              return reject(error)
+            }
+            try {
+              resolve(method.apply(this, args))
+            } catch (e) {
+              reject(e)
+            }
+          }
+          middleware(req, res, done)
+          // A refused request never calls done(): settle once the refusal is sent. resolve() after
+          // done() is a no-op, so an allowed call resolves to what the method returned. Not on 'close':
+          // a client gone while the store answers would settle the call before the method runs, and a
+          // rejection of the method would then reach no one (an unhandled rejection).
+          if (res.headersSent || res.writableEnded) resolve(res)
+          else res.once('finish', () => resolve(res))
+        })
+      },
+  )
+}
+
+const HINT =
+  "give it Express's req and res as its first parameters (req, res, next), or as @Req() / @Res() parameters (routing-controllers, NestJS on platform-express). Under NestJS, @tollgate/nestjs is the way to limit controllers."

@@ -1,5 +1,5 @@
 import type { Limiter } from '@tollgate/core'
-import { type Decision, isThenable, VISITED } from '@tollgate/core/adapter'
+import { type Decision, isObject, isThenable, type MethodDecorator, methodDecorator, missingRequest, VISITED } from '@tollgate/core/adapter'
 import type { FastifyPluginAsync, FastifyReply, FastifyRequest, HookHandlerDoneFunction } from 'fastify'
 import fp from 'fastify-plugin'
 import { adapterHooks, asHook, limit, type RateLimitOptions, type RouteRateLimitOptions } from './hooks'
@@ -96,22 +96,34 @@ const plugin: FastifyPluginAsync<RateLimitOptions> = async (fastify, options) =>
  */
 export const rateLimit = fp(plugin, { name: '@tollgate/fastify', fastify: '5.x' })
 
+/** A fastify reply: it leads to its request (`reply.request`); a request does not lead to its reply. */
+const isReply = (x: unknown): x is FastifyReply =>
+  isObject(x) && typeof x.send === 'function' && typeof x.code === 'function' && typeof x.header === 'function' && isObject(x.request)
+
 /**
- * Limits a controller method that is a fastify route handler `(request, reply)` (standard TC39
- * decorator). The method runs only when the request is allowed; otherwise the refusal is sent as the
- * plugin sends it and the method returns the reply, so fastify knows the response is handled.
+ * Limits a controller method (standard TC39 or legacy `experimentalDecorators` decorator). It finds
+ * fastify's reply among the method's arguments (a route handler's `(request, reply)`, or a `@Res()`
+ * parameter) and its request through `reply.request`. The method runs only when the request is
+ * allowed; otherwise the refusal is sent as the plugin sends it and the method returns the reply, so
+ * fastify knows the response is handled. A call without a reply fails with TG_DECORATOR_NO_REQUEST.
  */
-export function RateLimit(options?: Omit<RateLimitOptions, 'hook'>) {
+export function RateLimit(options?: Omit<RateLimitOptions, 'hook'>): MethodDecorator {
   const { run } = limit(options, ['handler'])
-  return function decorate<This, Args extends [FastifyRequest, FastifyReply, ...unknown[]], Result>(
-    method: (this: This, ...args: Args) => Result,
-    _context: ClassMethodDecoratorContext<This, (this: This, ...args: Args) => Result>,
-  ) {
-    return function limited(this: This, ...args: Args) {
-      const [request, reply] = args
-      const go = run(request, reply, undefined)
-      if (isThenable(go)) return go.then((ok) => (ok ? method.apply(this, args) : reply))
-      return go ? method.apply(this, args) : reply
-    } as (this: This, ...args: Args) => Result
-  }
+  return methodDecorator(
+    (method, label) =>
+      function limited(this: unknown, ...args: unknown[]) {
+        const reply = args.find(isReply)
+        if (reply === undefined) {
+          throw missingRequest(
+            label(this),
+            args,
+            'fastify reply',
+            'give it (request, reply) as a route handler has them, or a @Res() reply parameter.',
+          )
+        }
+        const go = run(reply.request, reply, undefined)
+        if (isThenable(go)) return go.then((ok) => (ok ? method.apply(this, args) : reply))
+        return go ? method.apply(this, args) : reply
+      },
+  )
 }

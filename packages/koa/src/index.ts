@@ -1,5 +1,16 @@
 import { Limiter, type LimiterOptions } from '@tollgate/core'
-import { type AdapterHooks, adapterFunction, createGate, type Decision, isThenable, type ResponseIO } from '@tollgate/core/adapter'
+import {
+  type AdapterHooks,
+  adapterFunction,
+  createGate,
+  type Decision,
+  isObject,
+  isThenable,
+  type MethodDecorator,
+  methodDecorator,
+  missingRequest,
+  type ResponseIO,
+} from '@tollgate/core/adapter'
 import type { Context, Next } from 'koa'
 
 // The public API of @tollgate/core, so an app imports from one package.
@@ -82,24 +93,46 @@ export function rateLimit(options?: RateLimitOptions): RateLimitMiddleware {
   return Object.assign(middleware, { limiter })
 }
 
+/** A Koa context: its own `state`, and Koa's `get`/`set` of headers (a Koa request or response has no `state`). */
+const isContext = (x: unknown): x is Context => isObject(x) && isObject(x.state) && isObject(x.app) && typeof x.set === 'function'
+
+/** Koa's ctx among a method's arguments: `ctx` itself, or a Koa request or response (`ctx.request`, routing-controllers' @Req()). */
+function contextOf(args: readonly unknown[]): Context | undefined {
+  for (const arg of args) {
+    if (isContext(arg)) return arg
+    if (isObject(arg) && isContext(arg.ctx)) return arg.ctx
+  }
+  return undefined
+}
+
 /**
- * Limits a controller method whose first argument is Koa's `ctx` (standard TC39 decorator). The
- * method body runs only when the request is allowed; otherwise the refusal is sent as the middleware
- * sends it and the method resolves to undefined instead of running.
+ * Limits a controller method (standard TC39 or legacy `experimentalDecorators` decorator). It finds
+ * Koa's `ctx` among the method's arguments (usually the first; a Koa request or response leads to it
+ * too). The method body runs only when the request is allowed; otherwise the refusal is sent as the
+ * middleware sends it and the method resolves to `ctx` instead of running (routing-controllers then
+ * writes nothing more). The decorated method returns a promise. A call without a ctx fails with
+ * TG_DECORATOR_NO_REQUEST.
  */
-export function RateLimit(options?: RateLimitOptions) {
+export function RateLimit(options?: RateLimitOptions): MethodDecorator {
   const middleware = rateLimit(options)
   // The limit may wait for its store, so the method becomes async (Koa awaits middleware anyway).
-  return function decorate<This, Args extends [Context, ...unknown[]], Result>(
-    method: (this: This, ...args: Args) => Result,
-    _context: ClassMethodDecoratorContext<This, (this: This, ...args: Args) => Result>,
-  ) {
-    return async function limited(this: This, ...args: Args) {
-      let result: unknown
-      await middleware(args[0], async () => {
-        result = await method.apply(this, args)
-      })
-      return result
-    } as (this: This, ...args: Args) => Result
-  }
+  return methodDecorator(
+    (method, label) =>
+      async function limited(this: unknown, ...args: unknown[]) {
+        const ctx = contextOf(args)
+        if (ctx === undefined) {
+          throw missingRequest(
+            label(this),
+            args,
+            'Koa context (ctx)',
+            "give it Koa's ctx as a parameter (the first, or @Ctx() in routing-controllers).",
+          )
+        }
+        let result: unknown = ctx
+        await middleware(ctx, async () => {
+          result = await method.apply(this, args)
+        })
+        return result
+      },
+  )
 }
