@@ -231,3 +231,41 @@ describe('options are validated as in the other adapters', () => {
     expect(guard.canActivate(plain)).toBe(true)
   })
 })
+
+// Issue 13's table: @RateLimit from @tollgate/express on a Nest controller (built by tsc with
+// experimentalDecorators) type-checks, limits in either order with @Get, and fails loudly without req/res.
+describe('@tollgate/express RateLimit on a Nest controller', () => {
+  interface ExpressDecorated {
+    startExpressDecorated(errors: unknown[]): Promise<Started>
+  }
+  const statuses = async (url: string, n: number) => {
+    const seen: number[] = []
+    for (let i = 0; i < n; i++) seen.push((await get(url)).status)
+    return seen
+  }
+
+  it('limits above and below @Get, writes nothing more after a 429, and names a method without its request', async () => {
+    const fixture = require(join(fixtures.dir, 'express-decorator.js')) as ExpressDecorated
+    const errors: unknown[] = []
+    const { app, url } = await fixture.startExpressDecorated(errors)
+    apps.push(app)
+
+    expect(await statuses(`${url}/x/above`, 4)).toEqual([200, 200, 429, 429])
+    const refused = await get(`${url}/x/below`)
+      .then(() => get(`${url}/x/below`))
+      .then(() => get(`${url}/x/below`))
+    expect(refused.status).toBe(429)
+    expect(refused.headers['retry-after']).toBeDefined()
+    expect(refused.headers.ratelimit).toMatch(/r=0/)
+
+    const blind = await get(`${url}/x/blind`)
+    expect(blind.status).toBe(500)
+    const logged = JSON.stringify(
+      errors.map((e) => String((e as unknown[])[0] instanceof Error ? ((e as unknown[])[0] as Error).message : e)),
+    )
+    expect(logged).toContain('ExpressDecorated.blind')
+    // Nothing else went wrong: no second write after a refusal (ERR_HTTP_HEADERS_SENT).
+    expect(logged).not.toContain('ERR_HTTP_HEADERS_SENT')
+    expect(logged).not.toContain('Cannot set headers')
+  })
+})
