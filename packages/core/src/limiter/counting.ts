@@ -66,9 +66,11 @@ export class Counting<Req> {
   count(clientKey: string, max: number, cost: number, windowMs?: number): MaybePromise<Decision> {
     const now = this.config.clock()
     const limit = windowMs === undefined ? this.parts.limitFor(max) : this.parts.windowedLimit(max, windowMs)
+    // One comparison when nothing wants decisions. Reported here, once final (after a lockout has set
+    // its end), and never for the fallback's inner count.
+    const report = now >= this.telemetry.wake && this.telemetry.wants(now)
     const decision = this.config.blockMs > 0 ? this.lockout.count(clientKey, limit, cost, now) : this.countAt(clientKey, limit, cost, now)
-    // Reported here, once it is final (after a lockout has set its end), and never for the fallback's inner count.
-    return now < this.telemetry.wake ? decision : this.telemetry.decided(decision, now)
+    return report ? this.telemetry.decided(decision) : decision
   }
 
   /** The count of `count`, at `now`, for `limit` (lockout.ts wraps it). */
@@ -112,7 +114,7 @@ export class Counting<Req> {
       source: 'denyList',
       cost: 0,
     }
-    return now < this.telemetry.wake ? decision : (this.telemetry.decided(decision, now) as Decision)
+    return now >= this.telemetry.wake && this.telemetry.wants(now) ? (this.telemetry.decided(decision) as Decision) : decision
   }
 
   /** What `clientKey` has left, counting nothing and emitting nothing (see decision.ts, peekAt). */

@@ -51,8 +51,10 @@ export class Limiter<Req = unknown> extends EventEmitter {
 
   /** `removeAllListeners()` also removes the two listeners that keep the `decision` flag. */
   override removeAllListeners(event?: string | symbol): this {
-    super.removeAllListeners(event)
-    if (event === undefined || event === 'newListener' || event === 'removeListener') this.watchListeners()
+    // EventEmitter tells "all events" from an undefined one by its argument count.
+    if (event === undefined) super.removeAllListeners()
+    else super.removeAllListeners(event)
+    this.watchListeners()
     this.telemetry.listen(this.listenerCount('decision') > 0)
     return this
   }

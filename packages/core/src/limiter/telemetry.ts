@@ -132,7 +132,7 @@ function instrumentsOf(meter: MeterLike, telemetry: Telemetry, prefix: string): 
  */
 export class Telemetry {
   /**
-   * Decisions at or after this time (limiter clock) go through `decided`: -Infinity while anything
+   * Decisions at or after this time (limiter clock) ask `wants`: -Infinity while anything
    * wants them, the next look at the global provider while only that is due, +Infinity when nothing is.
    */
   wake = Number.POSITIVE_INFINITY
@@ -166,10 +166,18 @@ export class Telemetry {
     this.update()
   }
 
-  /** Reports a decision made at `now` (called when `now >= wake`); returns it as it came. */
-  decided(decision: MaybePromise<Decision>, now: number): MaybePromise<Decision> {
+  /**
+   * Called before a decision at `now` is made, when `now >= wake`: looks at the global provider if that
+   * is due (before the store call, so the call is timed when a provider was just found), and says
+   * whether the decision is to be reported.
+   */
+  wants(now: number): boolean {
     if (now >= this.lookAt) this.lookUp(now)
-    if (!this.active) return decision
+    return this.active
+  }
+
+  /** Reports a decision (once it is made, for a promise); returns it as it came. */
+  decided(decision: MaybePromise<Decision>): MaybePromise<Decision> {
     return isThenable(decision) ? decision.then((d) => this.report(d)) : this.report(decision)
   }
 
