@@ -183,7 +183,7 @@ export interface MeterLike {
   }
   createHistogram(
     name: string,
-    options?: { description?: string; unit?: string },
+    options?: { description?: string; unit?: string; advice?: { explicitBucketBoundaries?: number[] } },
   ): {
     record(value: number, attributes?: MetricAttributes): void
   }

@@ -104,6 +104,8 @@ function instrumentsOf(meter: MeterLike, telemetry: Telemetry, prefix: string): 
   const storeDuration = meter.createHistogram('tollgate.store.duration', {
     description: 'Duration of the calls the limiter makes to its store',
     unit: 'ms',
+    // The SDK's default buckets (0, 5, 10, 25... 10000) put every healthy call in the first one.
+    advice: { explicitBucketBoundaries: [0.1, 0.25, 0.5, 1, 2.5, 5, 10, 25, 50, 100, 250, 500, 1000] },
   })
   const degraded = meter.createObservableGauge('tollgate.store.degraded_nodes', {
     description: 'Store nodes whose circuit is open: their keys are decided by onStoreError until they answer again',
