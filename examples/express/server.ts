@@ -3,6 +3,7 @@
 // burst of 12 requests and prints what came back, then keeps serving for curl.
 
 import { Agent, request as httpRequest, type IncomingMessage } from 'node:http'
+import { debuglog } from 'node:util'
 import { RedisStore, rateLimit, type Store } from '@tollgate/express'
 import express from 'express'
 
@@ -111,6 +112,7 @@ async function main() {
     console.log('Still serving. Try it yourself:')
     console.log(`  for i in $(seq 1 12); do curl -s -o /dev/null -w "%{http_code} " ${url}; done; echo`)
     console.log(`  curl -si ${url} | grep -i -E "^(HTTP|ratelimit|retry-after)"`)
+    if (!debuglog('tollgate').enabled) console.log('Start with NODE_DEBUG=tollgate to see a line per decision.')
   })
   server.on('error', (error) => {
     console.error(`Could not listen on port ${port}: ${error.message} (set PORT to another port)`)

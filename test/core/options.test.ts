@@ -48,6 +48,8 @@ describe('options are validated once, at construction', () => {
     ['name', 'a"b', /"name"/],
     ['name', '', /"name"/],
     ['logger', {}, /"logger".*\(object\)/],
+    ['meterProvider', {}, /"meterProvider": expected an OpenTelemetry MeterProvider.*\{\} \(object\)/],
+    ['meterProvider', null, /"meterProvider".*null/],
     ['clock', 5, /"clock".*5 \(number\)/],
     ['algorithm', 'leaky-bucket', /"algorithm": expected "fixed-window", "sliding-window", "gcra", "sliding-log", got "leaky-bucket"/],
     ['limits', [], /"limits".*an array of 0/],

@@ -162,6 +162,40 @@ export interface Store {
   block?(key: string, until: number, now: number): MaybePromise<void>
 }
 
+/** Attribute values of Tollgate's metrics: a few bounded strings, never a client key. */
+export type MetricAttributes = Record<string, string>
+
+/**
+ * The part of an OpenTelemetry `MeterProvider` (`@opentelemetry/api`) Tollgate uses, written out here so
+ * the API stays an optional peer dependency: a `MeterProvider` of the OpenTelemetry SDK fits it.
+ */
+export interface MeterProviderLike {
+  getMeter(name: string, version?: string): MeterLike
+}
+
+/** The part of an OpenTelemetry `Meter` Tollgate uses. */
+export interface MeterLike {
+  createCounter(
+    name: string,
+    options?: { description?: string; unit?: string },
+  ): {
+    add(value: number, attributes?: MetricAttributes): void
+  }
+  createHistogram(
+    name: string,
+    options?: { description?: string; unit?: string; advice?: { explicitBucketBoundaries?: number[] } },
+  ): {
+    record(value: number, attributes?: MetricAttributes): void
+  }
+  createObservableGauge(
+    name: string,
+    options?: { description?: string; unit?: string },
+  ): {
+    addCallback(callback: (result: { observe(value: number, attributes?: MetricAttributes): void }) => void): void
+    removeCallback(callback: (result: { observe(value: number, attributes?: MetricAttributes): void }) => void): void
+  }
+}
+
 /** What an adapter tells the core about its framework's requests. */
 export interface AdapterHooks<Req> {
   /** The client IP as the framework resolved it (honouring its trust-proxy setting). */

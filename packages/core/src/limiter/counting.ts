@@ -16,6 +16,7 @@ import {
 import { CallParts } from './call-parts'
 import { Lockout } from './lockout'
 import type { Resilience } from './resilience'
+import type { Telemetry } from './telemetry'
 
 /**
  * The one counting path: a client key, max and cost in, a decision out, the store's returned count
@@ -50,6 +51,7 @@ export class Counting<Req> {
     private readonly config: Config<Req>,
     private readonly algorithm: Algorithm,
     private readonly resilience: Resilience,
+    private readonly telemetry: Telemetry,
     private readonly emit: (event: string, value?: unknown) => void,
   ) {
     this.fast = algorithm === fixedWindow && config.limits === undefined && typeof config.store.increment === 'function'
@@ -57,15 +59,18 @@ export class Counting<Req> {
     this.refunds = config.skipFailedRequests || config.skipSuccessfulRequests
     this.keepCalls = this.refunds || algorithm.name === 'sliding-log'
     this.parts = new CallParts(config as Config<unknown>, algorithm)
-    this.lockout = new Lockout(config as Config<unknown>, this, this.parts, emit)
+    this.lockout = new Lockout(config as Config<unknown>, this, this.parts, telemetry, emit)
   }
 
   /** `windowMs` is the request's own window, from a `window` function. */
   count(clientKey: string, max: number, cost: number, windowMs?: number): MaybePromise<Decision> {
     const now = this.config.clock()
     const limit = windowMs === undefined ? this.parts.limitFor(max) : this.parts.windowedLimit(max, windowMs)
-    if (this.config.blockMs > 0) return this.lockout.count(clientKey, limit, cost, now)
-    return this.countAt(clientKey, limit, cost, now)
+    // One comparison when nothing wants decisions. Reported here, once final (after a lockout has set
+    // its end), and never for the fallback's inner count.
+    const report = now >= this.telemetry.wake && this.telemetry.wants(now)
+    const decision = this.config.blockMs > 0 ? this.lockout.count(clientKey, limit, cost, now) : this.countAt(clientKey, limit, cost, now)
+    return report ? this.telemetry.decided(decision) : decision
   }
 
   /** The count of `count`, at `now`, for `limit` (lockout.ts wraps it). */
@@ -92,10 +97,10 @@ export class Counting<Req> {
     return this.countIn(c.store, 'store', clientKey, limit, cost, now)
   }
 
-  /** The decision for a client on the deny list: refused with no wait to suggest, counted nowhere, no event. */
+  /** The decision for a client on the deny list: refused with no wait to suggest, counted nowhere, no `limited` event. */
   deny(clientKey: string, max: number): Decision {
     const now = this.config.clock()
-    return {
+    const decision: Decision = {
       allowed: false,
       denied: true,
       limit: max,
@@ -109,12 +114,13 @@ export class Counting<Req> {
       source: 'denyList',
       cost: 0,
     }
+    return now >= this.telemetry.wake && this.telemetry.wants(now) ? (this.telemetry.decided(decision) as Decision) : decision
   }
 
   /** What `clientKey` has left, counting nothing and emitting nothing (see decision.ts, peekAt). */
   peek(clientKey: string, max: number): MaybePromise<Decision> {
     const call = this.parts.call(clientKey, this.parts.limitsFor(this.parts.limitFor(max)), 0, this.config.clock())
-    const result = this.config.store.admit(call)
+    const result = this.telemetry.timed('admit', call.storeKey, () => this.config.store.admit(call))
     const algorithm = this.algorithm
     return isThenable(result) ? result.then((r) => peekOf(algorithm, call, r, clientKey)) : peekOf(algorithm, call, result, clientKey)
   }
@@ -122,10 +128,10 @@ export class Counting<Req> {
   /** Forgets everything counted for `clientKey` (in the current window, for the window algorithms). */
   forget(clientKey: string, max: number): MaybePromise<void> {
     this.over.delete(clientKey)
-    return this.config.store.forget(this.parts.call(clientKey, this.parts.limitsFor(this.parts.limitFor(max)), 0, this.config.clock()))
+    const call = this.parts.call(clientKey, this.parts.limitsFor(this.parts.limitFor(max)), 0, this.config.clock())
+    return this.telemetry.timed('forget', call.storeKey, () => this.config.store.forget(call))
   }
 
-  /** Undoes an admitted decision, in the store that counted it. */
   /**
    * Undoes an admitted decision of this limiter, in the store that counted it, once. The call is the
    * one kept for it (with the refund options, and always for the sliding log, whose refund removes the
@@ -141,7 +147,9 @@ export class Counting<Req> {
     // The count may fall back under the limit: the cached "over" verdict no longer holds.
     this.over.delete(decision.key)
     try {
-      await (decision.source === 'fallback' ? this.resilience.fallback.refund(call) : this.config.store.refund(call))
+      await (decision.source === 'fallback'
+        ? this.resilience.fallback.refund(call)
+        : this.telemetry.timed('refund', call.storeKey, () => this.config.store.refund(call)))
     } catch (error) {
       this.emit('storeError', error)
     }
@@ -157,18 +165,30 @@ export class Counting<Req> {
     now: number,
   ): MaybePromise<Decision> {
     const failed = source === 'store' && this.remote ? (error: unknown) => this.failed(error, clientKey, limit, cost, now) : undefined
+    // The configured store's calls are timed (telemetry.ts), not the fallback's. `started` is -1 again
+    // once the call returned, so the catch below records only a store call that threw.
+    let started = source === 'store' ? this.telemetry.start() : -1
     try {
       if (this.fast) {
         const key = this.parts.fastKey(clientKey, limit)
-        const counted = store.increment!(key, cost, limit.windowMs, now)
+        let counted = store.increment!(key, cost, limit.windowMs, now)
+        if (started >= 0) {
+          counted = this.telemetry.settle('increment', key, started, counted)
+          started = -1
+        }
         if (!isThenable(counted)) return this.fromCount(clientKey, key, counted, limit, cost, now, source)
         return counted.then((n) => this.fromCount(clientKey, key, n, limit, cost, now, source), failed)
       }
       const call = this.parts.call(clientKey, this.parts.limitsFor(limit), cost, now)
-      const result = store.admit(call)
+      let result = store.admit(call)
+      if (started >= 0) {
+        result = this.telemetry.settle('admit', call.storeKey, started, result)
+        started = -1
+      }
       if (!isThenable(result)) return this.fromResult(call, result, clientKey, source)
       return result.then((r) => this.fromResult(call, r, clientKey, source), failed)
     } catch (error) {
+      if (started >= 0) this.telemetry.threw(this.fast ? 'increment' : 'admit', this.parts.storeKey(clientKey), started, error)
       if (failed === undefined) throw error
       return failed(error)
     }

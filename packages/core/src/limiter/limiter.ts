@@ -9,6 +9,7 @@ import { Counting } from './counting'
 import { RequestInputs } from './request-inputs'
 import { Resilience } from './resilience'
 import { type Rejection, ResponseParts } from './response'
+import { Telemetry } from './telemetry'
 
 /** Prefixes in use per store in this process, to warn when two limiters would count into the same keys. */
 const prefixesInUse = new WeakMap<object, Set<string>>()
@@ -21,20 +22,24 @@ const prefixesInUse = new WeakMap<object, Set<string>>()
  *
  * Events: `storeError` (error) for every failed store call, `fallback` (decision) for each decision the
  * local fallback made while the store was unavailable, `recover` when the store answers again,
- * `limited` (decision) for each refusal (also in shadow mode).
+ * `limited` (decision) for each refusal (also in shadow mode), `decision` (decision) for every decision
+ * of `check` and `consume` (free while nothing listens: telemetry.ts).
  */
 export class Limiter<Req = unknown> extends EventEmitter {
   readonly config: Config<Req>
   private readonly inputs: RequestInputs<Req>
   private readonly counting: Counting<Req>
   private readonly response: ResponseParts<Req>
+  private readonly telemetry: Telemetry
 
   constructor(options?: LimiterOptions<Req>, hooks?: AdapterHooks<Req>, adapterKeys: readonly string[] = []) {
     super()
     this.config = parseOptions(options, adapterKeys, (logger) => new MemoryStore({ logger }))
     const emit = (event: string, value?: unknown) => void this.emit(event, value)
     const resilience = new Resilience(this.config as Config<unknown>, emit)
-    this.counting = new Counting(this.config, ALGORITHMS[this.config.algorithm], resilience, emit)
+    this.telemetry = new Telemetry(this.config as Config<unknown>, emit, () => resilience.downNodes)
+    this.watchListeners()
+    this.counting = new Counting(this.config, ALGORITHMS[this.config.algorithm], resilience, this.telemetry, emit)
     this.inputs = new RequestInputs(this.config, hooks ?? { ip: () => undefined }, this.counting)
     this.response = new ResponseParts(
       this.config,
@@ -42,6 +47,16 @@ export class Limiter<Req = unknown> extends EventEmitter {
       (decision) => this.refund(decision),
     )
     warnOnSharedPrefix(this.config)
+  }
+
+  /** `removeAllListeners()` also removes the two listeners that keep the `decision` flag. */
+  override removeAllListeners(event?: string | symbol): this {
+    // EventEmitter tells "all events" from an undefined one by its argument count.
+    if (event === undefined) super.removeAllListeners()
+    else super.removeAllListeners(event)
+    this.watchListeners()
+    this.telemetry.listen(this.listenerCount('decision') > 0)
+    return this
   }
 
   /**
@@ -114,6 +129,20 @@ export class Limiter<Req = unknown> extends EventEmitter {
    */
   complete(req: Req, res: unknown, decision: Decision, statusCode: number): void {
     this.response.complete(req, res, decision, statusCode)
+  }
+
+  /** Keeps the telemetry's flag of `decision` listeners, so a decision asks no emitter whether one listens. */
+  private watchListeners(): void {
+    if (!this.listeners('newListener').includes(this.added)) this.on('newListener', this.added)
+    if (!this.listeners('removeListener').includes(this.removed)) this.on('removeListener', this.removed)
+  }
+
+  private readonly added = (event: string | symbol): void => {
+    if (event === 'decision') this.telemetry.listen(true)
+  }
+
+  private readonly removed = (event: string | symbol): void => {
+    if (event === 'decision') this.telemetry.listen(this.listenerCount('decision') > 0)
   }
 }
 

@@ -1,6 +1,7 @@
 import type { Config } from '../options/parse-options'
 import { type Decision, isThenable, type LimitSpec, type MaybePromise } from '../types'
 import type { CallParts } from './call-parts'
+import type { Telemetry } from './telemetry'
 
 /** What the lockout needs of the counting path. */
 interface Counter {
@@ -25,6 +26,7 @@ export class Lockout {
     private readonly config: Config<unknown>,
     private readonly counter: Counter,
     private readonly parts: CallParts,
+    private readonly telemetry: Telemetry,
     private readonly emit: (event: string, value?: unknown) => void,
   ) {}
 
@@ -38,7 +40,7 @@ export class Lockout {
     const key = this.blockKey(clientKey)
     let until: MaybePromise<number> = 0
     try {
-      until = store.blockedUntil?.(key, now) ?? 0
+      if (store.blockedUntil !== undefined) until = this.telemetry.timed('blocked_until', key, () => store.blockedUntil!(key, now))
     } catch (error) {
       this.emit('storeError', error)
     }
@@ -64,8 +66,10 @@ export class Lockout {
     if (decision.allowed || decision.denied === true) return decision
     const until = now + this.config.blockMs
     this.remember(clientKey, until, now)
+    const store = this.config.store
+    const key = this.blockKey(clientKey)
     try {
-      const written = this.config.store.block?.(this.blockKey(clientKey), until, now)
+      const written = store.block === undefined ? undefined : this.telemetry.timed('block', key, () => store.block!(key, until, now))
       if (isThenable(written)) written.catch((error) => this.emit('storeError', error))
     } catch (error) {
       this.emit('storeError', error)

@@ -51,6 +51,11 @@ export class Resilience {
     if (!config.store.local && config.onStoreError === 'fallback') this.fallbackStore = new MemoryStore({ logger: config.logger })
   }
 
+  /** How many nodes have failed and not answered since (the `tollgate.store.degraded_nodes` gauge). */
+  get downNodes(): number {
+    return this.down.size
+  }
+
   /** True while the circuit of `storeKey`'s node is open: decide without asking the store. */
   isOpen(storeKey: string, now: number): boolean {
     if (!this.degraded) return false

@@ -1,5 +1,5 @@
 import type { Duration } from '../duration'
-import type { AlgorithmName, Decision, HeaderStyle, Logger, MaybePromise, Store, StoreErrorPolicy } from '../types'
+import type { AlgorithmName, Decision, HeaderStyle, Logger, MaybePromise, MeterProviderLike, Store, StoreErrorPolicy } from '../types'
 
 /** One of several limits checked together (`limits` option). */
 export interface LimitOptions {
@@ -116,6 +116,13 @@ export interface LimiterOptions<Req = unknown> {
    * @default "<max>-per-<window>", e.g. "10-per-1s"
    */
   name?: string
+  /**
+   * Where the limiter's OpenTelemetry metrics go (meter `tollgate`, see "Monitoring" in the README): an
+   * SDK `MeterProvider`. Without it they go to the global MeterProvider of `@opentelemetry/api` when the
+   * API is installed and an SDK is registered, and nowhere otherwise.
+   * @default the global MeterProvider
+   */
+  meterProvider?: MeterProviderLike
   /**
    * Counting algorithm: `"fixed-window"` (MULTI/EXEC counters, the cheapest), `"sliding-window"`
    * (previous and current window weighted by overlap), `"gcra"` (a token bucket with one timestamp per

@@ -3,7 +3,7 @@ import { ClientList } from '../client-lists'
 import { type Duration, parseDuration } from '../duration'
 import { invalidOption, rejectUnknown } from '../errors'
 import { isPrefix } from '../keys'
-import type { AlgorithmName, HeaderStyle, LimitSpec, Logger, MaybePromise, Store, StoreErrorPolicy } from '../types'
+import type { AlgorithmName, HeaderStyle, LimitSpec, Logger, MaybePromise, MeterProviderLike, Store, StoreErrorPolicy } from '../types'
 import { checkPolicyName, countOrFunction, isPlainObject, optionalFunction } from './checks'
 import type { LimiterOptions } from './limiter-options'
 import { parseLimits } from './limits'
@@ -33,6 +33,8 @@ export interface Config<Req> {
   readonly ipv6Subnet: number | false
   readonly onStoreError: StoreErrorPolicy
   readonly name: string | undefined
+  /** Undefined: the global MeterProvider, when `@opentelemetry/api` is installed. */
+  readonly meterProvider: MeterProviderLike | undefined
   readonly logger: Logger
   readonly clock: () => number
   readonly algorithm: AlgorithmName
@@ -69,6 +71,7 @@ const OPTION_KEYS = {
   ipv6Subnet: true,
   onStoreError: true,
   name: true,
+  meterProvider: true,
   logger: true,
   clock: true,
   algorithm: true,
@@ -158,6 +161,14 @@ export function parseOptions<Req>(
 
   const name = checkPolicyName('name', o.name)
 
+  const meterProvider = o.meterProvider
+  if (
+    meterProvider !== undefined &&
+    (meterProvider === null || typeof (meterProvider as Partial<MeterProviderLike>).getMeter !== 'function')
+  ) {
+    throw invalidOption('meterProvider', 'an OpenTelemetry MeterProvider (an object with getMeter())', meterProvider)
+  }
+
   const logger = o.logger === undefined ? console : o.logger
   const l = logger as Partial<Logger>
   if (l === null || typeof l !== 'object' || typeof l.warn !== 'function' || typeof l.error !== 'function') {
@@ -231,6 +242,7 @@ export function parseOptions<Req>(
     ipv6Subnet: ipv6Subnet as number | false,
     onStoreError: onStoreError as StoreErrorPolicy,
     name,
+    meterProvider: meterProvider as MeterProviderLike | undefined,
     logger: logger as Logger,
     clock: optionalFunction<() => number>('clock', o.clock, 'a function returning the time in epoch ms') ?? Date.now,
   })
