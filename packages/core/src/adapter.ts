@@ -125,6 +125,7 @@ export function withVisitor(seen: object | object[] | undefined, limiter: object
 }
 
 export { isObject, type MethodDecorator, methodDecorator, missingRequest } from './decorators'
+export { invalidOption } from './errors'
 export type { Limiter } from './limiter/limiter'
 export type { Rejection } from './limiter/response'
 export { adapterChoice, adapterFunction } from './options/checks'

@@ -1,6 +1,6 @@
 import { Logger as NestLogger } from '@nestjs/common'
 import { Limiter, type LimiterOptions, type Logger, TollgateError } from '@tollgate/core'
-import { type AdapterHooks, createGate, type Decision, type Gate, isThenable, nestedOptions } from '@tollgate/core/adapter'
+import { type AdapterHooks, createGate, type Decision, type Gate, invalidOption, isThenable, nestedOptions } from '@tollgate/core/adapter'
 import type { RateLimitMetadata } from './decorators'
 import { io, keepRefusal, type NestRequest } from './platform'
 
@@ -63,9 +63,7 @@ function nestLogger(): Logger {
 
 function globalGuardOption(value: unknown): boolean {
   if (value === undefined || typeof value === 'boolean') return value !== false
-  const got =
-    typeof value === 'string' ? `${JSON.stringify(value)} (string)` : value === null ? 'null' : `${String(value)} (${typeof value})`
-  throw new TollgateError(`Invalid option "globalGuard": expected true or false, got ${got}`, 'TG_INVALID_OPTION')
+  throw invalidOption('globalGuard', 'true or false', value)
 }
 
 /** A refusal leaves its rejection on the response for the guard to throw (headers and status are already set). */
