@@ -148,6 +148,13 @@ export interface Store {
    */
   increment?(key: string, cost: number, windowMs: number, now: number): MaybePromise<number>
   /**
+   * Optional, for a store in this process (`local`): the count `increment` adds to, as a mutable cell,
+   * for the fixed window containing `now`. A limiter keeps its clients' cells for that window and adds
+   * to them itself, so a request costs one lookup in its own map. The store changes a cell only in
+   * place (a reset sets it to 0), and stops using it when the window ends, as the limiter does.
+   */
+  cell?(key: string, windowMs: number, now: number): { n: number }
+  /**
    * Optional: the failure domain of a store key (a Redis Cluster node), so that a failure opens the
    * circuit of that node only and clients on the others keep their store decisions. Without it the
    * store is one domain.

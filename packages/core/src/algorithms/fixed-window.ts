@@ -2,7 +2,7 @@ import { stem, windowIndex } from '../keys'
 import type { LimitSpec, StoreCall } from '../types'
 import type { Algorithm } from './algorithm'
 import { LUA_HEAD, type MemoryTwin, TTL_MARGIN_MS, type Verdict } from './protocol'
-import { counterRefundScript, counterUnavailable, counterWrites, type Windows, windowTwin } from './windows'
+import { counterRefundScript, counterUnavailable, counterWrites, countIn, type Windows, windowTwin } from './windows'
 
 /*
  * Fixed window: one counter per client and window, `<stem>:<window index>`, the window aligned to the
@@ -68,7 +68,7 @@ function memory(windows: Windows): MemoryTwin {
     read(call, i, values) {
       const { max, windowMs } = call.limits[i]!
       const counts = windows.current(windowMs, call.now).counts
-      const cur = counts.get(windows.bound.keyIn(counts, stem(call, i))) ?? 0
+      const cur = countIn(counts, windows.bound.keyIn(counts, stem(call, i)))
       values.push(cur, cur)
       return cur + call.cost <= max
     },

@@ -2,7 +2,7 @@ import { stem, windowIndex } from '../keys'
 import type { LimitSpec, StoreCall } from '../types'
 import type { Algorithm } from './algorithm'
 import { LUA_HEAD, type MemoryTwin, type Verdict } from './protocol'
-import { counterRefundScript, counterUnavailable, counterWrites, type Windows, windowTwin } from './windows'
+import { counterRefundScript, counterUnavailable, counterWrites, countIn, type Windows, windowTwin } from './windows'
 
 /*
  * Sliding-window counter (Cloudflare's estimate): the previous window's count weighted by how much of
@@ -32,8 +32,8 @@ function memory(windows: Windows): MemoryTwin {
       const { max, windowMs: w } = call.limits[i]!
       const group = windows.current(w, call.now, true)
       const key = windows.bound.keyIn(group.counts, stem(call, i))
-      const cur = group.counts.get(key) ?? 0
-      const prev = group.previous.get(key) ?? 0
+      const cur = countIn(group.counts, key)
+      const prev = countIn(group.previous, key)
       const e = call.now - windowIndex(call.now, w) * w
       values.push(prev, cur)
       return prev * (w - e) + (cur + call.cost) * w <= max * w

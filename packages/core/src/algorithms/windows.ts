@@ -4,6 +4,16 @@ import type { MemoryBound } from './memory-bound'
 import { LUA_REPLY, type MemoryTwin, TTL_MARGIN_MS } from './protocol'
 
 /**
+ * One client's count in one window. The maps hold these rather than numbers, so counting a client
+ * already held is one lookup and one add (no second hashing to write the sum back), and a holder of
+ * the cell (the limiter's own lookup of its clients, see counting.ts) counts without the map at all.
+ * A cell is only ever changed in place: every holder reads the same count.
+ */
+export interface Cell {
+  n: number
+}
+
+/**
  * Counts per window length, for the two window algorithms and the batched fixed window of the memory
  * store. Each group holds only the current window (and, once a sliding window uses the length, the
  * previous one): when time reaches the next window the whole map is replaced, so expired counts are
@@ -12,13 +22,16 @@ import { LUA_REPLY, type MemoryTwin, TTL_MARGIN_MS } from './protocol'
  */
 export class Windows {
   private readonly groups = new Map<number, Group>()
+  /** The group `current` returned last, and its window length: nearly every call asks for the same one. */
+  private last: Group | undefined
+  private lastMs = -1
 
   constructor(readonly bound: MemoryBound) {}
 
   /** The counts of the window of length `windowMs` containing `now`. */
   current(windowMs: number, now: number, sliding = false): Group {
     const index = windowIndex(now, windowMs)
-    let group = this.groups.get(windowMs)
+    let group = windowMs === this.lastMs ? this.last : this.groups.get(windowMs)
     if (group === undefined) {
       group = { index, counts: new Map(), previous: EMPTY, sliding }
       this.groups.set(windowMs, group)
@@ -31,22 +44,41 @@ export class Windows {
     // index < group.index happens only if the clock steps back; counting into the newest window
     // keeps the count conservative instead of reopening an old one.
     if (sliding) group.sliding = true
+    this.last = group
+    this.lastMs = windowMs
     return group
+  }
+
+  /**
+   * `key`'s cell in the window containing `now`, created at 0 when new; the shared overflow cell once
+   * the map is full (memory-bound.ts). It holds the count of that window only: a holder must stop
+   * using it when the window ends.
+   */
+  cell(key: string, windowMs: number, now: number): Cell {
+    const counts = this.current(windowMs, now).counts
+    let cell = counts.get(key)
+    if (cell === undefined) {
+      const held = this.bound.keyIn(counts, key)
+      cell = held === key ? undefined : counts.get(held)
+      if (cell === undefined) {
+        cell = { n: 0 }
+        counts.set(held, cell)
+      }
+    }
+    return cell
   }
 
   /** Adds `cost` to `key` in the current window; the count after it. */
   increment(key: string, cost: number, windowMs: number, now: number): number {
-    const counts = this.current(windowMs, now).counts
-    const held = this.bound.keyIn(counts, key)
-    const count = (counts.get(held) ?? 0) + cost
-    counts.set(held, count)
-    return count
+    const cell = this.cell(key, windowMs, now)
+    cell.n += cost
+    return cell.n
   }
 
   /** `key`'s count in the window containing `now`. */
   read(key: string, windowMs: number, now: number): number {
     const counts = this.current(windowMs, now).counts
-    return counts.get(this.bound.keyIn(counts, key)) ?? 0
+    return countIn(counts, this.bound.keyIn(counts, key))
   }
 
   /**
@@ -61,9 +93,8 @@ export class Windows {
     const index = windowIndex(now, windowMs)
     const counts = index === group.index ? group.counts : index === group.index - 1 && group.previous !== EMPTY ? group.previous : undefined
     if (counts === undefined) return
-    const held = this.bound.keyIn(counts, key)
-    const c = counts.get(held)
-    if (c !== undefined && c > 0) counts.set(held, c - Math.min(c, cost))
+    const cell = counts.get(this.bound.keyIn(counts, key))
+    if (cell !== undefined && cell.n > 0) cell.n -= Math.min(cell.n, cost)
   }
 
   /**
@@ -74,25 +105,31 @@ export class Windows {
     const group = this.current(windowMs, now, previous !== undefined)
     if (group.index !== windowIndex(now, windowMs)) return // the clock stepped back: keep the newer window
     const held = this.bound.keyIn(group.counts, key)
-    if (count > (group.counts.get(held) ?? 0)) group.counts.set(held, count)
-    if (previous !== undefined && previous > (group.previous.get(held) ?? 0)) {
+    raise(group.counts, held, count)
+    if (previous !== undefined && previous > countIn(group.previous, held)) {
       if (group.previous === EMPTY) group.previous = new Map()
-      group.previous.set(held, previous)
+      raise(group.previous, held, previous)
     }
   }
 
+  /** Forgets `key`'s counts: set to 0 in place, so a holder of the cell sees the reset too. */
   delete(key: string, windowMs: number): void {
     const group = this.groups.get(windowMs)
-    group?.counts.delete(key)
-    group?.previous.delete(key)
+    if (group === undefined) return
+    const cell = group.counts.get(key)
+    if (cell !== undefined) cell.n = 0
+    const previous = group.previous.get(key)
+    if (previous !== undefined) previous.n = 0
   }
 
   /** Drops every window that has ended by `now`. */
   prune(now: number): void {
     for (const [windowMs, group] of this.groups) {
       const index = windowIndex(now, windowMs)
-      if (index > group.index + 1) this.groups.delete(windowMs)
-      else if (index === group.index + 1) {
+      if (index > group.index + 1) {
+        this.groups.delete(windowMs)
+        if (this.lastMs === windowMs) this.lastMs = -1
+      } else if (index === group.index + 1) {
         group.previous = group.sliding ? group.counts : EMPTY
         group.counts = new Map()
         group.index = index
@@ -107,15 +144,26 @@ export class Windows {
   }
 }
 
+/** The count held under `key` in `counts`, 0 when none is. */
+export function countIn(counts: ReadonlyMap<string, Cell>, key: string): number {
+  return counts.get(key)?.n ?? 0
+}
+
+function raise(counts: Map<string, Cell>, key: string, count: number): void {
+  const cell = counts.get(key)
+  if (cell === undefined) counts.set(key, { n: count })
+  else if (count > cell.n) cell.n = count
+}
+
 export interface Group {
   index: number
-  counts: Map<string, number>
+  counts: Map<string, Cell>
   /** Counts of window index − 1, kept only once a sliding-window limit uses this window length. */
-  previous: Map<string, number>
+  previous: Map<string, Cell>
   sliding: boolean
 }
 
-const EMPTY: Map<string, number> = new Map()
+const EMPTY: Map<string, Cell> = new Map()
 
 /**
  * Refund of the window algorithms in Lua: DECRBY the current window's key of each limit (the first of

@@ -12,6 +12,8 @@ const MAX_CACHED_STORE_KEYS = 16384
 /** What a store call is made of, built once and kept: store keys, limits, call ids. */
 export class CallParts {
   private readonly limits = new Map<number, LimitSpec>()
+  private lastMax = -1
+  private lastLimit: LimitSpec | undefined
   /** Limits of a `window` function's windows, by max and window. */
   private readonly windowed = new Map<string, LimitSpec>()
   /**
@@ -81,12 +83,16 @@ export class CallParts {
   }
 
   limitFor(max: number): LimitSpec {
+    // Nearly always the same max as the request before (a number option): no map lookup then.
+    if (max === this.lastMax) return this.lastLimit!
     let limit = this.limits.get(max)
     if (limit === undefined) {
       const { windowMs, name, burst } = this.config
       limit = makeLimit(max, windowMs, burst, name)
       if (this.limits.size < MAX_CACHED_LIMITS) this.limits.set(max, limit)
     }
+    this.lastMax = max
+    this.lastLimit = limit
     return limit
   }
 }

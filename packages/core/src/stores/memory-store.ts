@@ -1,7 +1,7 @@
 import { ALGORITHMS } from '../algorithms'
 import { MemoryBound } from '../algorithms/memory-bound'
 import type { MemoryTwin } from '../algorithms/protocol'
-import { Windows } from '../algorithms/windows'
+import { type Cell, Windows } from '../algorithms/windows'
 import { describeValue, invalidOption, rejectUnknown, TollgateError } from '../errors'
 import type { AlgorithmName, Logger, Store, StoreCall, StoreResult } from '../types'
 
@@ -94,6 +94,11 @@ export class MemoryStore implements Store {
   /** The fixed window's fast path: the same counters as `admit` with algorithm "fixed-window". */
   increment(key: string, cost: number, windowMs: number, now: number): number {
     return this.windows.increment(key, cost, windowMs, now)
+  }
+
+  /** The mutable count behind `increment` (see Store.cell). */
+  cell(key: string, windowMs: number, now: number): Cell {
+    return this.windows.cell(key, windowMs, now)
   }
 
   /** Checks every limit, then counts all or none: the memory twin of each algorithm's Lua. */
