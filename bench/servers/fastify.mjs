@@ -16,13 +16,17 @@ switch (caseName) {
     // Same calls as @tollgate/fastify makes to write its headers and its refusal.
     const f = floorResponses(max, windowMs)
     const body = Buffer.from(f.body)
+    // One reply.header() per field, names in lower case, as @tollgate/fastify writes them.
+    const lower = (record) => Object.entries(record).map(([name, value]) => [name.toLowerCase(), value])
+    const ok = lower(f.ok)
+    const refused = lower(f.refused)
     app.addHook('onRequest', (request, reply, done) => {
       void request.ip
       if (!f.over()) {
-        reply.headers(f.ok)
+        for (const [name, value] of ok) reply.header(name, value)
         return done()
       }
-      reply.headers(f.refused)
+      for (const [name, value] of refused) reply.header(name, value)
       reply.code(429).header('content-type', f.contentType).send(body)
     })
     break

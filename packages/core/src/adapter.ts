@@ -58,42 +58,49 @@ export function createGate<Req, Res, Extra = undefined>(
   const visit = io.visit ?? firstVisit
   const completes = limiter.wantsCompletion
   const statusCode = limiter.config.statusCode
+  const denyStatusCode = limiter.config.denyStatusCode
+  // The functions on the way of every request create no closure: a function that does allocates its
+  // captured variables on each call. The promise continuations are built in functions of their own.
   const sendRejection = (res: Res, rejection: Rejection): false => {
     io.send(res, rejection)
     return false
   }
+  const sendLater = (res: Res, rejection: Promise<Rejection>): Promise<false> => rejection.then((r) => sendRejection(res, r))
+  const refuse = (res: Res, rejection: MaybePromise<Rejection>): MaybePromise<false> =>
+    isThenable(rejection) ? sendLater(res, rejection) : sendRejection(res, rejection)
+  const armCompletion = (req: Req, res: Res, decision: Decision): void => {
+    if (io.completion === undefined) limiter.afterResponse(req, res, io.raw(res), decision)
+    else io.completion(res, (code) => limiter.complete(req, res, decision, code))
+  }
+  const handled = (value: unknown): MaybePromise<false> => (isThenable(value) ? value.then(refused) : false)
 
   const respond = (req: Req, res: Res, extra: Extra, decision: Decision | undefined): MaybePromise<boolean> => {
     if (decision === undefined) return true
     if (decision.denied === true) {
       // On the deny list: no quota to show, the deny status and body.
-      io.status(res, limiter.config.denyStatusCode)
-      const denial = limiter.denial(req, decision)
-      return isThenable(denial) ? denial.then((r) => sendRejection(res, r)) : sendRejection(res, denial)
+      io.status(res, denyStatusCode)
+      return refuse(res, limiter.denial(req, decision))
     }
     io.setHeaders(res, limiter.headers(io.record(req, res, decision)))
     if (decision.allowed) {
-      if (completes) {
-        if (io.completion === undefined) limiter.afterResponse(req, res, io.raw(res), decision)
-        else io.completion(res, (code) => limiter.complete(req, res, decision, code))
-      }
+      if (completes) armCompletion(req, res, decision)
       return true
     }
     io.status(res, statusCode)
-    if (handler !== undefined) {
-      const handled = handler(req, res, decision, extra)
-      return isThenable(handled) ? handled.then(() => false) : false
-    }
-    const rejection = limiter.rejection(req, decision)
-    return isThenable(rejection) ? rejection.then((r) => sendRejection(res, r)) : sendRejection(res, rejection)
+    if (handler !== undefined) return handled(handler(req, res, decision, extra))
+    return refuse(res, limiter.rejection(req, decision))
   }
+  const later = (req: Req, res: Res, extra: Extra, decision: Promise<Decision | undefined>): Promise<boolean> =>
+    decision.then((d) => respond(req, res, extra, d))
 
   return (req, res, extra) => {
     if (!visit(req, limiter)) return true
     const decision = limiter.check(req)
-    return isThenable(decision) ? decision.then((d) => respond(req, res, extra, d)) : respond(req, res, extra, decision)
+    return isThenable(decision) ? later(req, res, extra, decision) : respond(req, res, extra, decision)
   }
 }
+
+const refused = (): false => false
 
 /**
  * Property where `firstVisit` marks a request. Exported so an adapter can declare it up front (fastify's
@@ -126,6 +133,7 @@ export function withVisitor(seen: object | object[] | undefined, limiter: object
 
 export { isObject, type MethodDecorator, methodDecorator, missingRequest } from './decorators'
 export { invalidOption } from './errors'
+export { lowerHeaderName } from './headers'
 export type { Limiter } from './limiter/limiter'
 export type { Rejection } from './limiter/response'
 export { adapterChoice, adapterFunction } from './options/checks'

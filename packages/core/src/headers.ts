@@ -1,7 +1,7 @@
 import type { Decision, HeaderStyle } from './types'
 
 /** Seconds until the window resets, rounded up: a client waiting this long is never early. */
-function secondsLeft(decision: Decision): number {
+export function secondsLeft(decision: Decision): number {
   return Math.max(0, Math.ceil((decision.resetAt - decision.at) / 1000))
 }
 
@@ -9,15 +9,37 @@ function windowSeconds(windowMs: number): number {
   return Math.max(1, Math.ceil(windowMs / 1000))
 }
 
-/** Each policy's `RateLimit-Policy` member, rendered once (policies are long-lived and frozen). */
-const policyItems = new WeakMap<object, string>()
-function policyItem(d: Decision): string {
-  let item = policyItems.get(d.policy)
-  if (item === undefined) {
-    item = `"${d.policy.name}";q=${d.limit};w=${windowSeconds(d.policy.windowMs)}`
-    policyItems.set(d.policy, item)
+/** Each policy's `RateLimit-Policy` member and the start of its `RateLimit` member, rendered once (policies are long-lived and frozen). */
+const policyItems = new WeakMap<object, { item: string; head: string }>()
+function policyParts(d: Decision): { item: string; head: string } {
+  let parts = policyItems.get(d.policy)
+  if (parts === undefined) {
+    parts = { item: `"${d.policy.name}";q=${d.limit};w=${windowSeconds(d.policy.windowMs)}`, head: `"${d.policy.name}";r=` }
+    policyItems.set(d.policy, parts)
   }
-  return item
+  return parts
+}
+
+/** Every field name the records below use, in lower case (as fastify and HTTP/2 write them). */
+const LOWER_NAMES: Readonly<Record<string, string>> = Object.freeze({
+  'RateLimit-Policy': 'ratelimit-policy',
+  RateLimit: 'ratelimit',
+  'RateLimit-Limit': 'ratelimit-limit',
+  'RateLimit-Remaining': 'ratelimit-remaining',
+  'RateLimit-Reset': 'ratelimit-reset',
+  'X-RateLimit-Limit': 'x-ratelimit-limit',
+  'X-RateLimit-Remaining': 'x-ratelimit-remaining',
+  'X-RateLimit-Reset': 'x-ratelimit-reset',
+  'Retry-After': 'retry-after',
+  'Cache-Control': 'cache-control',
+})
+
+/**
+ * A header record's field name in lower case, without building a string: for a framework that
+ * lower-cases every name it is given (fastify), a name already in lower case costs no allocation.
+ */
+export function lowerHeaderName(name: string): string {
+  return LOWER_NAMES[name] ?? name.toLowerCase()
 }
 
 /**
@@ -80,17 +102,23 @@ function refusedHeaders(d: Decision): Record<string, string> {
   return headers
 }
 
+function anyLimits(decisions: readonly Decision[]): boolean {
+  for (let i = 0; i < decisions.length; i++) if (decisions[i]!.limits !== undefined) return true
+  return false
+}
+
 function buildHeaders(decisions: readonly Decision[], style: HeaderStyle | false, legacy: boolean): Record<string, string> {
   const headers: Record<string, string> = {}
   if (decisions.length === 0) return headers
   // A limiter with several limits returns its decisive decision carrying all of them.
-  if (decisions.some((d) => d.limits !== undefined)) decisions = decisions.flatMap((d) => d.limits ?? [d])
+  if (anyLimits(decisions)) decisions = decisions.flatMap((d) => d.limits ?? [d])
   const main = decisive(decisions)
   if (style === 'draft-8') {
     if (decisions.length === 1) {
       const d = decisions[0]!
-      headers['RateLimit-Policy'] = policyItem(d)
-      headers.RateLimit = `"${d.policy.name}";r=${d.remaining};t=${secondsLeft(d)}`
+      const { item, head } = policyParts(d)
+      headers['RateLimit-Policy'] = item
+      headers.RateLimit = `${head}${d.remaining};t=${secondsLeft(d)}`
     } else {
       const listed = names(decisions)
       headers['RateLimit-Policy'] = decisions.map((d, i) => `"${listed[i]}";q=${d.limit};w=${windowSeconds(d.policy.windowMs)}`).join(', ')

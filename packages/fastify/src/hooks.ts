@@ -6,6 +6,7 @@ import {
   type Decision,
   type Gate,
   isThenable,
+  lowerHeaderName,
   type MaybePromise,
   type ResponseIO,
 } from '@tollgate/core/adapter'
@@ -109,7 +110,11 @@ const io: ResponseIO<FastifyRequest, FastifyReply> = {
     else all.push(decision)
     return request.rateLimits!
   },
-  setHeaders: (reply, headers) => void reply.headers(headers),
+  // reply.header per field, not reply.headers(record): no Object.keys array, and names already in
+  // lower case, so fastify's toLowerCase builds no new string.
+  setHeaders(reply, headers) {
+    for (const name in headers) reply.header(lowerHeaderName(name), headers[name]!)
+  },
   status: (reply, code) => void reply.code(code),
   send(reply, rejection) {
     let body = bodies.get(rejection)

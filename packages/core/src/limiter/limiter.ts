@@ -104,7 +104,7 @@ export class Limiter<Req = unknown> extends EventEmitter {
   }
 
   /** The header record for the decisions made on one request, in this limiter's header style. */
-  headers(decisions: readonly Decision[]): Record<string, string> {
+  headers(decisions: readonly Decision[]): Readonly<Record<string, string>> {
     return this.response.headers(decisions)
   }
 

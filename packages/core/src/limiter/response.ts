@@ -1,7 +1,7 @@
 import type { ServerResponse } from 'node:http'
 import { STATUS_CODES } from 'node:http'
 import { describeDuration } from '../duration'
-import { rateLimitHeaders } from '../headers'
+import { rateLimitHeaders, secondsLeft } from '../headers'
 import type { LimiterOptions } from '../options/limiter-options'
 import type { Config } from '../options/parse-options'
 import { type Decision, isThenable, type MaybePromise, type Policy } from '../types'
@@ -16,6 +16,32 @@ export interface Rejection {
 /** Policies whose default refusal is kept rendered. */
 const MAX_CACHED_REJECTIONS = 256
 
+/** Slots of the quota header records kept per policy (a power of two). */
+const QUOTA_SLOTS = 256
+
+/** The quota header records of one policy, by slot: each slot's record and the values it was built for. */
+interface Quota {
+  policy: Policy
+  records: (Record<string, string> | undefined)[]
+  remaining: Float64Array
+  t: Float64Array
+  reset: Float64Array
+}
+
+function newQuota(policy: Policy): Quota {
+  return {
+    policy,
+    records: new Array(QUOTA_SLOTS).fill(undefined),
+    remaining: new Float64Array(QUOTA_SLOTS).fill(-1),
+    t: new Float64Array(QUOTA_SLOTS),
+    reset: new Float64Array(QUOTA_SLOTS),
+  }
+}
+
+const refusalDetail = (d: Decision): string =>
+  `Too many requests: the limit is ${d.limit} per ${describeDuration(d.policy.windowMs)}. Retry after the number of seconds in the Retry-After header.`
+const denialDetail = (): string => 'This client may not make requests here.'
+
 /**
  * What a decision looks like on the wire: the header record, the refusal (status, content type,
  * body), and the completion hook that reports a response's outcome for refunds.
@@ -23,6 +49,8 @@ const MAX_CACHED_REJECTIONS = 256
 export class ResponseParts<Req> {
   private readonly rejections = new Map<Policy, Rejection>()
   private readonly denials = new Map<Policy, Rejection>()
+  private readonly quotas = new Map<Policy, Quota>()
+  private lastQuota: Quota | undefined
 
   constructor(
     private readonly config: Config<Req>,
@@ -35,7 +63,49 @@ export class ResponseParts<Req> {
     return this.config.skipFailedRequests || this.config.skipSuccessfulRequests
   }
 
-  headers(decisions: readonly Decision[]): Record<string, string> {
+  /**
+   * The header record for the decisions made on one request. An allowed request under one limit gets
+   * a record kept per policy, remaining and reset second (see `quota`): shared, so never modified.
+   */
+  headers(decisions: readonly Decision[]): Readonly<Record<string, string>> {
+    if (decisions.length === 1) {
+      const d = decisions[0]!
+      if (d.allowed && d.limits === undefined) return this.quota(d)
+    }
+    return this.build(decisions)
+  }
+
+  /**
+   * The record of an allowed request under one limit. It depends only on the policy, `remaining`, the
+   * seconds to the reset and (legacy headers) the reset's epoch second, so records are kept per policy
+   * in QUOTA_SLOTS slots chosen by `remaining`: requests of many clients with the same quota left,
+   * and each of a client's requests once its count repeats a value in that second, reuse one record
+   * and build no string. A miss costs a slot compare and builds the record as before.
+   */
+  private quota(d: Decision): Readonly<Record<string, string>> {
+    let q = this.lastQuota
+    if (q === undefined || q.policy !== d.policy) {
+      q = this.quotas.get(d.policy)
+      if (q === undefined) {
+        q = newQuota(d.policy)
+        if (this.quotas.size < MAX_CACHED_REJECTIONS) this.quotas.set(d.policy, q)
+      }
+      this.lastQuota = q
+    }
+    const t = secondsLeft(d)
+    const reset = this.config.legacyHeaders ? Math.ceil(d.resetAt / 1000) : 0
+    const slot = d.remaining & (QUOTA_SLOTS - 1)
+    const held = q.records[slot]
+    if (held !== undefined && q.remaining[slot] === d.remaining && q.t[slot] === t && q.reset[slot] === reset) return held
+    const record = this.build([d])
+    q.records[slot] = record
+    q.remaining[slot] = d.remaining
+    q.t[slot] = t
+    q.reset[slot] = reset
+    return record
+  }
+
+  private build(decisions: readonly Decision[]): Record<string, string> {
     const c = this.config
     const all = rateLimitHeaders(decisions, c.headers, c.legacyHeaders)
     if (c.headersOn === 'all' && c.refusalHeaders) return all
@@ -53,21 +123,13 @@ export class ResponseParts<Req> {
   /** Status, content type and body of a refused request. */
   rejection(req: Req, decision: Decision): MaybePromise<Rejection> {
     const { message, statusCode } = this.config
-    return this.body(
-      req,
-      decision,
-      message,
-      statusCode,
-      this.rejections,
-      (d) =>
-        `Too many requests: the limit is ${d.limit} per ${describeDuration(d.policy.windowMs)}. Retry after the number of seconds in the Retry-After header.`,
-    )
+    return this.body(req, decision, message, statusCode, this.rejections, refusalDetail)
   }
 
   /** Status, content type and body for a client on the deny list. */
   denial(req: Req, decision: Decision): MaybePromise<Rejection> {
     const { denyMessage, denyStatusCode } = this.config
-    return this.body(req, decision, denyMessage, denyStatusCode, this.denials, () => 'This client may not make requests here.')
+    return this.body(req, decision, denyMessage, denyStatusCode, this.denials, denialDetail)
   }
 
   /** A refusal's body: the option's (a function's per request), or problem details rendered once per policy. */

@@ -1,0 +1,154 @@
+import { type Decision, type HeaderStyle, Limiter, MemoryStore, rateLimitHeaders } from '@tollgate/core'
+
+/*
+ * The hot path's shortcuts (issue 17) must decide and answer exactly as the long way does:
+ * - the limiter's own cells of the memory store (counting.ts, Store.cell) against a store whose
+ *   `increment` is overridden, which takes the store's increment path;
+ * - the header records kept per policy, remaining and reset second (response.ts) against records
+ *   built afresh by rateLimitHeaders.
+ */
+
+/** A MemoryStore whose overridden `increment` turns the limiter's cells off: the reference path. */
+class IncrementOnly extends MemoryStore {
+  override increment(key: string, cost: number, windowMs: number, now: number): number {
+    return super.increment(key, cost, windowMs, now)
+  }
+}
+
+/** A deterministic pseudo-random sequence (mulberry32), so a failure replays. */
+function random(seed: number): () => number {
+  let a = seed
+  return () => {
+    a = (a + 0x6d2b79f5) | 0
+    let t = Math.imul(a ^ (a >>> 15), 1 | a)
+    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296
+  }
+}
+
+const summary = (d: Decision) => ({ allowed: d.allowed, remaining: d.remaining, count: d.count, resetAt: d.resetAt })
+
+describe('the memory store counted through the limiter’s cells', () => {
+  it('decides as the store’s increment does, over resets, window edges and a clock stepping back', () => {
+    const next = random(17)
+    let now = 1_763_729_100_000
+    const clock = () => now
+    const quiet = { warn: () => {}, error: () => {} }
+    const cells = new Limiter({ max: 5, window: '2s', clock, logger: quiet, store: new MemoryStore({ sweepIntervalMs: 0 }) })
+    const plain = new Limiter({ max: 5, window: '2s', clock, logger: quiet, store: new IncrementOnly({ sweepIntervalMs: 0 }) })
+    const keys = ['a', 'b', 'c', 'd']
+    let compared = 0
+    for (let step = 0; step < 5000; step++) {
+      const r = next()
+      const key = keys[Math.floor(next() * keys.length)]!
+      if (r < 0.02) {
+        cells.reset(key)
+        plain.reset(key)
+      } else if (r < 0.12) {
+        now += Math.floor(next() * 900) // into the next window, sometimes
+      } else if (r < 0.13) {
+        now -= Math.floor(next() * 3000) // the clock steps back
+      } else {
+        const cost = 1 + Math.floor(next() * 2)
+        expect(summary(cells.consume(key, cost) as Decision)).toEqual(summary(plain.consume(key, cost) as Decision))
+        compared++
+      }
+    }
+    expect(compared).toBeGreaterThan(4000)
+  })
+
+  it('shares its counts with the store: peek, a reset and the sweep see what the cells counted', () => {
+    let now = 1_763_729_100_250
+    const store = new MemoryStore({ sweepIntervalMs: 0 })
+    const limiter = new Limiter({ max: 3, store, clock: () => now })
+    for (let i = 0; i < 2; i++) limiter.consume('k')
+    expect((limiter.peek('k') as Decision).count).toBe(2)
+    expect(store.size).toBe(1)
+    limiter.reset('k')
+    expect((limiter.peek('k') as Decision).count).toBe(0)
+    expect((limiter.consume('k') as Decision).count).toBe(1)
+    now += 1000
+    store.prune(now)
+    expect(store.size).toBe(0)
+    expect((limiter.consume('k') as Decision).count).toBe(1) // a new window, a new cell
+    expect(store.size).toBe(1)
+  })
+
+  it('calls an increment put in place of the store’s after the limiter was built (a spy)', () => {
+    const store = new MemoryStore({ sweepIntervalMs: 0 })
+    const limiter = new Limiter({ max: 3, store, clock: () => 1_763_729_100_250 })
+    limiter.consume('k')
+    const seen: string[] = []
+    const increment = store.increment.bind(store)
+    store.increment = (key, cost, windowMs, now) => {
+      seen.push(key)
+      return increment(key, cost, windowMs, now)
+    }
+    expect((limiter.consume('k') as Decision).count).toBe(2)
+    expect(seen).toEqual(['tg:{k}'])
+  })
+
+  it('counts exactly past the clients it keeps cells for', () => {
+    const limiter = new Limiter({ max: 2, store: new MemoryStore({ sweepIntervalMs: 0 }), clock: () => 1_763_729_100_250 })
+    for (let i = 0; i < 70_000; i++) limiter.consume(`c${i}`)
+    expect((limiter.consume('c0') as Decision).count).toBe(2)
+    expect((limiter.consume('c69999') as Decision).count).toBe(2)
+    expect((limiter.consume('c69999') as Decision).allowed).toBe(false)
+  })
+})
+
+describe('header records kept per policy and quota', () => {
+  const at = 1_763_729_100_250
+
+  it('gives clients with the same quota left one record, and a new one when the reset second changes', () => {
+    let now = at
+    const limiter = new Limiter({ max: 100, window: '1m', clock: () => now })
+    const a = limiter.consume('a') as Decision
+    const b = limiter.consume('b') as Decision
+    const first = limiter.headers([a])
+    expect(limiter.headers([b])).toBe(first)
+    expect(first).toEqual({ 'RateLimit-Policy': '"100-per-1m";q=100;w=60', RateLimit: '"100-per-1m";r=99;t=60' })
+    now += 1000
+    const later = limiter.headers([limiter.consume('c') as Decision])
+    expect(later).not.toBe(first)
+    expect(later.RateLimit).toBe('"100-per-1m";r=99;t=59')
+  })
+
+  it.each([
+    ['draft-8', false],
+    ['draft-7', true],
+    ['draft-6', false],
+    ['draft-8', true],
+  ] as const)('matches records built afresh, %s with legacy fields %s, over random traffic', (style, legacy) => {
+    const next = random(style.length + (legacy ? 1 : 0))
+    let now = at
+    const limiter = new Limiter({ max: 300, window: '3s', headers: style as HeaderStyle, legacyHeaders: legacy, clock: () => now })
+    let reused = 0
+    const seen = new Set<object>()
+    for (let i = 0; i < 3000; i++) {
+      if (next() < 0.05) now += Math.floor(next() * 1500)
+      const d = limiter.consume(`client-${Math.floor(next() * 8)}`, 1 + Math.floor(next() * 3)) as Decision
+      const record = limiter.headers([d])
+      expect(record).toEqual(rateLimitHeaders([d], style as HeaderStyle, legacy))
+      if (seen.has(record)) reused++
+      seen.add(record)
+    }
+    expect(reused).toBeGreaterThan(100) // the records are in fact shared
+  })
+
+  it('keeps the families headersOn chooses in a shared record', () => {
+    let now = at
+    const limiter = new Limiter({ max: 2, window: '1m', headersOn: 'refused', clock: () => now, key: () => 'k' })
+    const allowed = limiter.check({}) as Decision
+    expect(limiter.headers([allowed])).toEqual({})
+    expect(limiter.headers([limiter.check({}) as Decision])).toEqual({})
+    now += 10
+    const refused = limiter.check({}) as Decision
+    expect(limiter.headers([refused])).toEqual({
+      'RateLimit-Policy': '"2-per-1m";q=2;w=60',
+      RateLimit: '"2-per-1m";r=0;t=60',
+      'Retry-After': '60',
+      'Cache-Control': 'no-store',
+    })
+  })
+})
