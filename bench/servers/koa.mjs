@@ -18,13 +18,13 @@ async function limiterFor(name) {
     case 'floor': {
       // Same calls as @tollgate/koa makes to write its headers and its refusal.
       const f = floorResponses(max, windowMs)
-      return async (ctx, next) => {
+      return (ctx, next) => {
         void ctx.ip
         if (!f.over()) {
-          ctx.set(f.ok)
+          for (const name in f.ok) ctx.res.setHeader(name, f.ok[name])
           return next()
         }
-        ctx.set(f.refused)
+        for (const name in f.refused) ctx.res.setHeader(name, f.refused[name])
         ctx.status = 429
         ctx.type = f.contentType
         ctx.body = f.body

@@ -64,7 +64,7 @@ const io: ResponseIO<Request, Response> = {
   status: (res, code) => void res.status(code),
   send(res, rejection) {
     res.setHeader('Content-Type', rejection.contentType)
-    res.end(rejection.body)
+    res.end(rejection.bytes)
   },
   raw: (res) => res,
   // Kept off the request, with its decisions: adding a property to an Express request is slow (request-decisions.ts).

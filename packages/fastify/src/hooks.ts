@@ -1,4 +1,4 @@
-import { Limiter, type LimiterOptions, type Rejection } from '@tollgate/core'
+import { Limiter, type LimiterOptions } from '@tollgate/core'
 import {
   type AdapterHooks,
   adapterFunction,
@@ -97,10 +97,6 @@ export function adapterHooks(): AdapterHooks<FastifyRequest> {
   }
 }
 
-// A Buffer, because fastify appends "; charset=utf-8" to a JSON-like type sent as a string, and the
-// refusal should read the same in every adapter. Core reuses its Rejection objects, so this cache holds.
-const bodies = new WeakMap<Rejection, Buffer>()
-
 /** Fastify's side of the response sequence (core's adapter.ts runs it). */
 const io: ResponseIO<FastifyRequest, FastifyReply> = {
   record(request, _reply, decision) {
@@ -116,13 +112,10 @@ const io: ResponseIO<FastifyRequest, FastifyReply> = {
     for (const name in headers) reply.header(lowerHeaderName(name), headers[name]!)
   },
   status: (reply, code) => void reply.code(code),
+  // The bytes, not the string: fastify appends "; charset=utf-8" to a JSON-like type sent as a string,
+  // and the refusal should read the same in every adapter.
   send(reply, rejection) {
-    let body = bodies.get(rejection)
-    if (body === undefined) {
-      body = Buffer.from(rejection.body)
-      bodies.set(rejection, body)
-    }
-    reply.header('content-type', rejection.contentType).send(body)
+    reply.header('content-type', rejection.contentType).send(rejection.bytes)
   },
   raw: (reply) => reply.raw,
   // inject() ends a response without writing it anywhere, so writableFinished stays false on 'close'

@@ -56,6 +56,8 @@ const hooks: AdapterHooks<Context> = {
   },
 }
 
+const DONE: Promise<undefined> = Promise.resolve(undefined)
+
 /** Koa's side of the response sequence (core's adapter.ts runs it). */
 const io: ResponseIO<Context, Context> = {
   record(ctx, _res, decision) {
@@ -65,13 +67,20 @@ const io: ResponseIO<Context, Context> = {
     else state.rateLimits.push(decision)
     return state.rateLimits
   },
-  setHeaders: (ctx, headers) => ctx.set(headers),
+  // Node's setHeader directly, as Koa's ctx.set ends up calling it: no delegate and no type check per
+  // field. A context with no Node response under it (a test double) gets ctx.set.
+  setHeaders(ctx, headers) {
+    const res = ctx.res as Context['res'] | undefined
+    if (res === undefined) return void ctx.set(headers)
+    if (res.headersSent) return
+    for (const name in headers) res.setHeader(name, headers[name]!)
+  },
   status(ctx, code) {
     ctx.status = code
   },
   send(ctx, rejection) {
     ctx.type = rejection.contentType
-    ctx.body = rejection.body
+    ctx.body = rejection.bytes
   },
   raw: (ctx) => ctx.res,
 }
@@ -86,9 +95,12 @@ export function rateLimit(options?: RateLimitOptions): RateLimitMiddleware {
   const handler = adapterFunction<NonNullable<RateLimitOptions['handler']>>('handler', options?.handler)
   const gate = createGate<Context, Context, undefined>(limiter, io, handler && ((ctx, _res, decision) => handler(ctx, decision)))
 
-  const middleware = async (ctx: Context, next: Next): Promise<unknown> => {
+  // Not an async function: a decision made synchronously passes straight to next(), with no promise
+  // of its own and no extra microtask hops (Koa's compose accepts any promise, or none).
+  const middleware = (ctx: Context, next: Next): Promise<unknown> => {
     const go = gate(ctx, ctx, undefined)
-    if (isThenable(go) ? await go : go) return next()
+    if (isThenable(go)) return go.then((ok) => (ok ? next() : undefined))
+    return go ? next() : DONE
   }
   return Object.assign(middleware, { limiter })
 }

@@ -27,10 +27,11 @@ export class RateLimitException extends HttpException {
   /**
    * The body as Nest's exception filter sends it: the rejection's bytes and content type. A string or
    * an object would be rewrapped or re-typed as application/json by the filter; a StreamableFile is
-   * sent as it is on both platforms. A new one each call, since a stream is read once.
+   * sent as it is on both platforms. A new one each call, since a stream is read once (the bytes under
+   * it are the rejection's own, encoded once).
    */
   override getResponse(): StreamableFile {
-    const body = Buffer.from(this.rejection.body)
+    const body = this.rejection.bytes
     return new StreamableFile(body, { type: this.rejection.contentType, length: body.length })
   }
 }

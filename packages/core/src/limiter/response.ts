@@ -11,6 +11,8 @@ export interface Rejection {
   status: number
   contentType: string
   body: string
+  /** `body` encoded in UTF-8, once: what adapters write (a default refusal is rendered once per policy). */
+  bytes: Buffer
 }
 
 /** Policies whose default refusal is kept rendered. */
@@ -184,11 +186,13 @@ export class ResponseParts<Req> {
   }
 
   private render(body: string | Record<string, unknown>, status: number, problem = false): Rejection {
-    if (typeof body === 'string') return { status, contentType: 'text/plain; charset=utf-8', body }
+    if (typeof body === 'string') return { status, contentType: 'text/plain; charset=utf-8', body, bytes: Buffer.from(body) }
+    const json = JSON.stringify(body)
     return {
       status,
       contentType: problem ? 'application/problem+json' : 'application/json; charset=utf-8',
-      body: JSON.stringify(body),
+      body: json,
+      bytes: Buffer.from(json),
     }
   }
 }
