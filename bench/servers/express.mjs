@@ -18,6 +18,7 @@ async function limiterFor(name) {
     case 'floor': {
       // Same calls as @tollgate/express makes to write its headers and its refusal.
       const f = floorResponses(max, windowMs)
+      const body = Buffer.from(f.body)
       return (req, res, next) => {
         void req.ip
         if (!f.over()) {
@@ -27,7 +28,7 @@ async function limiterFor(name) {
         for (const name in f.refused) res.setHeader(name, f.refused[name])
         res.status(429)
         res.setHeader('Content-Type', f.contentType)
-        res.end(f.body)
+        res.end(body)
       }
     }
     case 'tollgate-memory': {

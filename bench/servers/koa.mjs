@@ -18,6 +18,7 @@ async function limiterFor(name) {
     case 'floor': {
       // Same calls as @tollgate/koa makes to write its headers and its refusal.
       const f = floorResponses(max, windowMs)
+      const body = Buffer.from(f.body)
       return (ctx, next) => {
         void ctx.ip
         if (!f.over()) {
@@ -27,7 +28,7 @@ async function limiterFor(name) {
         for (const name in f.refused) ctx.res.setHeader(name, f.refused[name])
         ctx.status = 429
         ctx.type = f.contentType
-        ctx.body = f.body
+        ctx.body = body
       }
     }
     case 'tollgate-memory': {
