@@ -60,34 +60,29 @@ function makeIO() {
   }
 }
 
+/** The loop body: a new framework-shaped request and response per call, the clients of `path` in turn, given to `handle`. */
+function requests(path, handle) {
+  const ips = path === 'many' ? CLIENTS : ['203.0.113.7']
+  let i = 0
+  return () => {
+    const ip = ips[i]
+    i = i + 1 === ips.length ? 0 : i + 1
+    const req = { ip, rateLimit: undefined, rateLimits: undefined }
+    const res = { headers: {}, statusCode: 200, body: undefined }
+    return handle(req, res)
+  }
+}
+
 async function build(core, adapter, path) {
   const { Limiter, MemoryStore } = core
   const options = path === 'flood' ? { max: 10, window: 60_000 } : { max: 1e9, window: 1000 }
   const limiter = new Limiter({ ...options, store: new MemoryStore({ sweepIntervalMs: 0 }) }, { ip: (req) => req.ip })
   const gate = adapter.createGate(limiter, makeIO())
-  const ips = path === 'many' ? CLIENTS : ['203.0.113.7']
-  let i = 0
-  return () => {
-    const ip = ips[i]
-    i = i + 1 === ips.length ? 0 : i + 1
-    const req = { ip, rateLimit: undefined, rateLimits: undefined }
-    const res = { headers: {}, statusCode: 200, body: undefined }
-    return gate(req, res, undefined)
-  }
+  return requests(path, (req, res) => gate(req, res, undefined))
 }
 
 /** The same request objects and nothing else: what the loop itself costs and allocates. */
-function empty(path) {
-  const ips = path === 'many' ? CLIENTS : ['203.0.113.7']
-  let i = 0
-  return () => {
-    const ip = ips[i]
-    i = i + 1 === ips.length ? 0 : i + 1
-    const req = { ip, rateLimit: undefined, rateLimits: undefined }
-    const res = { headers: {}, statusCode: 200, body: undefined }
-    return req !== res
-  }
-}
+const empty = (path) => requests(path, (req, res) => req !== res)
 
 const turn = () => new Promise((r) => setImmediate(r))
 
