@@ -152,3 +152,15 @@ describe('header records kept per policy and quota', () => {
     })
   })
 })
+
+describe('header records past the policies kept', () => {
+  it('still builds the right record for a max function with more values than policies are kept for', () => {
+    let n = 0
+    const limiter = new Limiter<{ max: number }>({ max: (r) => r.max, key: () => `k${n++}`, clock: () => 1_763_729_100_250 })
+    for (let max = 1; max <= 600; max++) {
+      const d = limiter.check({ max }) as Decision
+      expect(limiter.headers([d])).toEqual(rateLimitHeaders([d], 'draft-8', false))
+      expect(limiter.headers([d]).RateLimit).toBe(`"${max}-per-1s";r=${max - 1};t=1`)
+    }
+  })
+})

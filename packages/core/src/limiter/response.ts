@@ -89,8 +89,10 @@ export class ResponseParts<Req> {
     if (q === undefined || q.policy !== d.policy) {
       q = this.quotas.get(d.policy)
       if (q === undefined) {
+        // Past MAX_CACHED_REJECTIONS policies (a `max` function with many values), records are built per request.
+        if (this.quotas.size >= MAX_CACHED_REJECTIONS) return this.build([d])
         q = newQuota(d.policy)
-        if (this.quotas.size < MAX_CACHED_REJECTIONS) this.quotas.set(d.policy, q)
+        this.quotas.set(d.policy, q)
       }
       this.lastQuota = q
     }
