@@ -14,25 +14,10 @@ import {
   type StoreResult,
 } from '../types'
 import { CallParts } from './call-parts'
+import { LocalCells } from './local-cells'
 import { Lockout } from './lockout'
 import type { Resilience } from './resilience'
 import type { Telemetry } from './telemetry'
-
-/** Clients whose cells a limiter keeps per window (~60 bytes each); past it the store is asked each time. */
-const MAX_CELLS = 65_536
-
-/**
- * True when the store offers cells (Store.cell) and they stand for its `increment`: a subclass that
- * overrides `increment` (to observe or change counting) and not `cell` keeps its `increment` called.
- */
-function countsInCells(store: Store): boolean {
-  if (typeof store.cell !== 'function') return false
-  for (let o: object | null = store; o !== null; o = Object.getPrototypeOf(o)) {
-    if (Object.hasOwn(o, 'increment')) return Object.hasOwn(o, 'cell')
-    if (Object.hasOwn(o, 'cell')) return false
-  }
-  return false
-}
 
 /**
  * The one counting path: a client key, max and cost in, a decision out, the store's returned count
@@ -62,15 +47,8 @@ export class Counting<Req> {
   private readonly keepCalls: boolean
   private readonly parts: CallParts
   private readonly lockout: Lockout
-  /**
-   * The local store's cells (Store.cell) of this limiter's clients in fixed window `cellsWindow`, by
-   * client key: counting a known client is one lookup here and one add, with no store key built or
-   * looked up. Kept for one window only, at most MAX_CELLS clients (the store's own count decides past it).
-   */
-  private cells = new Map<string, { n: number }>()
-  private cellsWindow = -1
-  /** The store's `increment` that its cells stand for; a spy or patch put in its place later (jest.spyOn) is called instead. */
-  private readonly cellsFor: Store['increment']
+  /** The memory store's cells of this limiter's clients (local-cells.ts); unset for other stores and with refunds. */
+  private readonly cells: LocalCells | undefined
 
   constructor(
     private readonly config: Config<Req>,
@@ -83,9 +61,9 @@ export class Counting<Req> {
     this.remote = !config.store.local
     this.refunds = config.skipFailedRequests || config.skipSuccessfulRequests
     this.keepCalls = this.refunds || algorithm.name === 'sliding-log'
-    // Refunds keep each decision's call, which needs the store key: they take the increment path.
-    this.cellsFor = this.fast && !this.remote && !this.refunds && countsInCells(config.store) ? config.store.increment : undefined
     this.parts = new CallParts(config as Config<unknown>, algorithm)
+    // Refunds keep each decision's call, which needs the store key: they take the increment path.
+    this.cells = this.fast && !this.refunds ? LocalCells.of(config.store, this.parts) : undefined
     this.lockout = new Lockout(config as Config<unknown>, this, this.parts, telemetry, emit)
   }
 
@@ -155,7 +133,7 @@ export class Counting<Req> {
   /** Forgets everything counted for `clientKey` (in the current window, for the window algorithms). */
   forget(clientKey: string, max: number): MaybePromise<void> {
     this.over.delete(clientKey)
-    this.cells.delete(clientKey)
+    this.cells?.forget(clientKey)
     const call = this.parts.call(clientKey, this.parts.limitsFor(this.parts.limitFor(max)), 0, this.config.clock())
     return this.telemetry.timed('forget', call.storeKey, () => this.config.store.forget(call))
   }
@@ -199,8 +177,9 @@ export class Counting<Req> {
     let started = source === 'store' ? this.telemetry.start() : -1
     try {
       if (this.fast) {
-        if (this.cellsFor !== undefined && store.increment === this.cellsFor && started < 0 && source === 'store' && limit.keyed !== true) {
-          return this.fromCount(clientKey, undefined, this.addToCell(clientKey, cost, limit.windowMs, now), limit, cost, now, source)
+        const cells = this.cells
+        if (cells !== undefined && cells.current && started < 0 && source === 'store' && limit.keyed !== true) {
+          return this.fromCount(clientKey, undefined, cells.add(clientKey, cost, limit.windowMs, now), limit, cost, now, source)
         }
         const key = this.parts.fastKey(clientKey, limit)
         let counted = store.increment!(key, cost, limit.windowMs, now)
@@ -240,23 +219,6 @@ export class Counting<Req> {
     const failed = source === 'store' && this.remote ? (error: unknown) => this.failed(error, clientKey, limit, cost, now) : undefined
     if (call !== undefined) return (answer as Promise<StoreResult>).then((r) => this.fromResult(call, r, clientKey, source), failed)
     return (answer as Promise<number>).then((n) => this.fromCount(clientKey, key, n, limit, cost, now, source), failed)
-  }
-
-  /** Adds `cost` to the client's cell in the local store (see `cells`); the count after it. */
-  private addToCell(clientKey: string, cost: number, windowMs: number, now: number): number {
-    const index = windowIndex(now, windowMs)
-    if (index !== this.cellsWindow) {
-      // Another window: its cells are the store's to drop (or, after a clock step back, not this window's).
-      if (this.cells.size > 0) this.cells = new Map()
-      this.cellsWindow = index
-    }
-    let cell = this.cells.get(clientKey)
-    if (cell === undefined) {
-      cell = this.config.store.cell!(this.parts.storeKey(clientKey), windowMs, now)
-      if (this.cells.size < MAX_CELLS) this.cells.set(clientKey, cell)
-    }
-    cell.n += cost
-    return cell.n
   }
 
   /** The fast path's decision from the count INCRBY returned (`key` unset for a cached verdict). */
