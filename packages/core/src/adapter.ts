@@ -103,6 +103,18 @@ export function createGate<Req, Res, Extra = undefined>(
 const refused = (): false => false
 
 /**
+ * Records a decision where a framework's users read it (`req.rateLimit`, the last; `req.rateLimits`,
+ * all of them in order) on `holder` (the request, or Koa's `ctx.state`); returns every decision so far.
+ */
+export function recordDecision(holder: { rateLimit?: Decision; rateLimits?: Decision[] }, decision: Decision): Decision[] {
+  holder.rateLimit = decision
+  const all = holder.rateLimits
+  if (all === undefined) return (holder.rateLimits = [decision])
+  all.push(decision)
+  return all
+}
+
+/**
  * Property where `firstVisit` marks a request. Exported so an adapter can declare it up front (fastify's
  * decorateRequest): adding an undeclared property to every request changes its object shape.
  */

@@ -1,4 +1,4 @@
-import { type Decision, withVisitor } from '@tollgate/core/adapter'
+import { type Decision, recordDecision, withVisitor } from '@tollgate/core/adapter'
 import type { Request } from 'express'
 
 /**
@@ -82,10 +82,7 @@ export function visit(req: Request, limiter: object): boolean {
 export function record(req: Request, decision: Decision): Decision[] {
   if (!exposes(req)) {
     // Not an Express request (a test double, a custom server): plain properties.
-    req.rateLimit = decision
-    if (req.rateLimits === undefined) req.rateLimits = [decision]
-    else req.rateLimits.push(decision)
-    return req.rateLimits
+    return recordDecision(req, decision)
   }
   let visits = visitsOf.get(req)
   if (visits === undefined) {

@@ -9,6 +9,7 @@ import {
   lowerHeaderName,
   type MaybePromise,
   type ResponseIO,
+  recordDecision,
 } from '@tollgate/core/adapter'
 import type { FastifyInstance, FastifyReply, FastifyRequest, HookHandlerDoneFunction } from 'fastify'
 
@@ -99,13 +100,7 @@ export function adapterHooks(): AdapterHooks<FastifyRequest> {
 
 /** Fastify's side of the response sequence (core's adapter.ts runs it). */
 const io: ResponseIO<FastifyRequest, FastifyReply> = {
-  record(request, _reply, decision) {
-    request.rateLimit = decision
-    const all = request.rateLimits
-    if (all === undefined) request.rateLimits = [decision]
-    else all.push(decision)
-    return request.rateLimits!
-  },
+  record: (request, _reply, decision) => recordDecision(request, decision),
   // reply.header per field, not reply.headers(record): no Object.keys array, and names already in
   // lower case, so fastify's toLowerCase builds no new string.
   setHeaders(reply, headers) {

@@ -10,6 +10,7 @@ import {
   methodDecorator,
   missingRequest,
   type ResponseIO,
+  recordDecision,
 } from '@tollgate/core/adapter'
 import type { Context, Next } from 'koa'
 
@@ -60,13 +61,7 @@ const DONE: Promise<undefined> = Promise.resolve(undefined)
 
 /** Koa's side of the response sequence (core's adapter.ts runs it). */
 const io: ResponseIO<Context, Context> = {
-  record(ctx, _res, decision) {
-    const state = ctx.state
-    state.rateLimit = decision
-    if (state.rateLimits === undefined) state.rateLimits = [decision]
-    else state.rateLimits.push(decision)
-    return state.rateLimits
-  },
+  record: (ctx, _res, decision) => recordDecision(ctx.state, decision),
   // Node's setHeader directly, as Koa's ctx.set ends up calling it: no delegate and no type check per
   // field. A context with no Node response under it (a test double) gets ctx.set.
   setHeaders(ctx, headers) {

@@ -1,5 +1,5 @@
 import type { ServerResponse } from 'node:http'
-import type { Decision, Rejection, ResponseIO } from '@tollgate/core/adapter'
+import { type Decision, lowerHeaderName, type Rejection, type ResponseIO, recordDecision } from '@tollgate/core/adapter'
 
 /**
  * The request as the guard gets it: an Express request on platform-express, a fastify request on
@@ -24,13 +24,13 @@ export interface Refusal {
 /** fastify's reply (platform-fastify): `code`, `header(s)` and the Node response under `raw`. */
 interface FastifyLikeReply {
   code(status: number): unknown
-  headers(values: Record<string, string>): unknown
+  header(name: string, value: string): unknown
   raw: ServerResponse
 }
 
 function isFastifyReply(res: object): res is FastifyLikeReply {
   const r = res as Partial<FastifyLikeReply>
-  return typeof r.code === 'function' && typeof r.headers === 'function' && typeof r.raw === 'object' && r.raw !== null
+  return typeof r.code === 'function' && typeof r.header === 'function' && typeof r.raw === 'object' && r.raw !== null
 }
 
 /** An Express response (platform-express), or a bare Node response: both are ServerResponses. */
@@ -61,19 +61,14 @@ export function keepRefusal(res: object, refusal: Refusal): void {
 
 /**
  * Nest's side of the response sequence (core's adapter.ts runs it). The platform is read from the
- * response object: a fastify reply has `code`/`headers` and `raw`, an Express response is a Node
+ * response object: a fastify reply has `code`/`header` and `raw`, an Express response is a Node
  * ServerResponse. Nothing is sent here: a refusal is kept for the guard, which throws it.
  */
 export const io: ResponseIO<NestRequest, object> = {
-  record(req, _res, decision) {
-    req.rateLimit = decision
-    const all = req.rateLimits
-    if (all === undefined) req.rateLimits = [decision]
-    else all.push(decision)
-    return req.rateLimits!
-  },
+  record: (req, _res, decision) => recordDecision(req, decision),
   setHeaders(res, headers) {
-    if (isFastifyReply(res)) res.headers(headers)
+    // On fastify one reply.header per field with lower-case names, as @tollgate/fastify writes them.
+    if (isFastifyReply(res)) for (const name in headers) res.header(lowerHeaderName(name), headers[name]!)
     else if (isNodeResponse(res)) for (const name in headers) res.setHeader(name, headers[name]!)
   },
   status(res, code) {
