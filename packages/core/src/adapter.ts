@@ -109,9 +109,13 @@ const refused = (): false => false
 export function recordDecision(holder: { rateLimit?: Decision; rateLimits?: Decision[] }, decision: Decision): Decision[] {
   holder.rateLimit = decision
   const all = holder.rateLimits
-  if (all === undefined) return (holder.rateLimits = [decision])
-  all.push(decision)
-  return all
+  if (all !== undefined) {
+    all.push(decision)
+    return all
+  }
+  const first = [decision]
+  holder.rateLimits = first
+  return first
 }
 
 /**

@@ -178,7 +178,7 @@ export class Counting<Req> {
     try {
       if (this.fast) {
         const cells = this.cells
-        if (cells !== undefined && cells.current && started < 0 && source === 'store' && limit.keyed !== true) {
+        if (cells?.current && started < 0 && source === 'store' && limit.keyed !== true) {
           return this.fromCount(clientKey, undefined, cells.add(clientKey, cost, limit.windowMs, now), limit, cost, now, source)
         }
         const key = this.parts.fastKey(clientKey, limit)
