@@ -6,6 +6,7 @@ import type { AlgorithmName, Store, StoreCall, StoreResult } from '../types'
 import { FixedWindowBatcher } from './redis-batch'
 import { watchClient } from './redis-checks'
 import { type ColdStart, type FailureCauses, withDeadline } from './redis-deadline'
+import { DirectWriter } from './redis-direct'
 import { isNodeRedis, type NodeRedisClientLike, type NodeRedisClusterLike, nodeRedisAdapter } from './redis-node'
 import { followRedirects } from './redis-redirects'
 import { clusterNodeOf } from './redis-slots'
@@ -96,8 +97,10 @@ export class RedisStore implements Store {
     this.client = client
     this.timeoutMs = options.timeout === undefined ? 50 : parseDuration('timeout', options.timeout)
     this.causes = watchClient(client)
+    // A standalone ioredis client's transactions go straight onto its connection (redis-direct.ts).
+    const direct = DirectWriter.of(client)
     this.batcher = new FixedWindowBatcher(
-      () => client.multi(),
+      direct === undefined ? () => client.multi() : () => (direct.usable ? direct.transaction() : client.multi()),
       this.timeoutMs,
       options.batch === false,
       client.isCluster === true,

@@ -1,0 +1,111 @@
+import { MAX_BATCH_KEYS, RedisStore } from '@tollgate/core'
+import { Redis } from 'ioredis'
+import { type RedisServer, startRedisServer } from '../harness/redis-server'
+
+// A standalone ioredis client's fixed-window transactions are written straight onto its connection
+// (packages/core/src/stores/redis-direct.ts) instead of through client.multi()'s Pipeline. These
+// tests read what reached Redis from its own command statistics, on a private server, so they see
+// the wire, not the code that wrote it.
+
+let redis: RedisServer
+let client: Redis
+
+beforeAll(async () => {
+  redis = await startRedisServer()
+  client = new Redis(redis.url)
+  await client.ping()
+})
+afterAll(async () => {
+  client.disconnect()
+  await redis.stop()
+})
+
+/** Calls of each command Redis has run since the last CONFIG RESETSTAT, from INFO commandstats. */
+async function commandCalls(): Promise<Record<string, number>> {
+  const info = await client.info('commandstats')
+  const calls: Record<string, number> = {}
+  for (const match of info.matchAll(/^cmdstat_(\w+):calls=(\d+)/gm)) calls[match[1]!] = Number(match[2])
+  return calls
+}
+
+/** What `run` sent to Redis: the calls of MULTI, INCRBY, PEXPIRE and EXEC it caused. */
+async function sent(run: () => Promise<unknown>): Promise<{ multi: number; incrby: number; pexpire: number; exec: number }> {
+  await client.config('RESETSTAT')
+  await run()
+  const calls = await commandCalls()
+  return { multi: calls.multi ?? 0, incrby: calls.incrby ?? 0, pexpire: calls.pexpire ?? 0, exec: calls.exec ?? 0 }
+}
+
+describe('RedisStore on a standalone ioredis client', () => {
+  it('sends the increments of one event-loop turn as one MULTI/EXEC, one INCRBY and PEXPIRE per key', async () => {
+    const store = new RedisStore({ client, timeout: '2s' })
+    await store.increment('warm', 1, 60_000, Date.now()) // the store's checks and script loads go first
+    const now = Date.now()
+    const counts: number[] = []
+    const wire = await sent(async () => {
+      counts.push(...(await Promise.all(Array.from({ length: 300 }, (_, i) => store.increment(`one-turn{k${i % 30}}`, 1, 60_000, now)))))
+    })
+    expect(wire).toEqual({ multi: 1, incrby: 30, pexpire: 30, exec: 1 })
+    // Each key's ten requests got the positions 1..10, in call order.
+    expect(counts.slice(0, 30)).toEqual(Array(30).fill(1))
+    expect(counts.slice(270)).toEqual(Array(30).fill(10))
+  })
+
+  it(`splits a turn of 200 keys into transactions of at most ${MAX_BATCH_KEYS} keys, each count exact and each key with a TTL`, async () => {
+    const store = new RedisStore({ client, timeout: '2s' })
+    const now = Date.now()
+    const keys = Array.from({ length: 200 }, (_, i) => `split{k${i}}`)
+    let counts: number[] = []
+    const wire = await sent(async () => {
+      counts = await Promise.all(keys.map((key, i) => store.increment(key, 1 + (i % 3), 60_000, now)))
+    })
+    expect(wire).toEqual({ multi: Math.ceil(200 / MAX_BATCH_KEYS), incrby: 200, pexpire: 200, exec: Math.ceil(200 / MAX_BATCH_KEYS) })
+    expect(counts).toEqual(keys.map((_, i) => 1 + (i % 3)))
+    const window = Math.floor(now / 60_000)
+    const ttls = await Promise.all(keys.map((key) => client.pttl(`${key}:${window}`)))
+    expect(ttls.filter((ttl) => !(ttl > 0 && ttl <= 61_000))).toEqual([])
+  })
+
+  it("writes under the client's keyPrefix, as ioredis's own commands do", async () => {
+    const prefixed = new Redis(redis.url, { keyPrefix: 'app1:' })
+    try {
+      const store = new RedisStore({ client: prefixed, timeout: '2s' })
+      const now = Date.now()
+      expect(await store.increment('pfx{c}', 2, 60_000, now)).toBe(2)
+      const key = `app1:pfx{c}:${Math.floor(now / 60_000)}`
+      expect(await client.get(key)).toBe('2')
+      expect(await client.pttl(key)).toBeGreaterThan(0)
+      expect(await client.exists(`pfx{c}:${Math.floor(now / 60_000)}`)).toBe(0)
+    } finally {
+      prefixed.disconnect()
+    }
+  })
+
+  it('goes through client.multi() when it is replaced after the store was built', async () => {
+    const store = new RedisStore({ client, timeout: '2s' })
+    const spy = jest.spyOn(client, 'multi')
+    try {
+      expect(await store.increment('spied{c}', 1, 60_000, Date.now())).toBe(1)
+      expect(spy).toHaveBeenCalledTimes(1)
+    } finally {
+      spy.mockRestore()
+    }
+    // The spy's transaction was still counted by Redis, in the same window key.
+    expect(await store.increment('spied{c}', 1, 60_000, Date.now())).toBe(2)
+  })
+
+  it('names the refused command when Redis discards the transaction (EXECABORT), and writes nothing', async () => {
+    const user = `direct-${process.pid}`
+    await client.call('ACL', 'SETUSER', user, 'on', '>pw', '~*', '+@all', '-pexpire')
+    const limited = new Redis(redis.url, { username: user, password: 'pw' })
+    try {
+      const store = new RedisStore({ client: limited, timeout: '2s' })
+      const now = Date.now()
+      await expect(store.increment('refused{c}', 1, 60_000, now)).rejects.toThrow(/NOPERM.*pexpire.*EXECABORT/is)
+      expect(await client.exists(`refused{c}:${Math.floor(now / 60_000)}`)).toBe(0)
+    } finally {
+      limited.disconnect()
+      await client.call('ACL', 'DELUSER', user)
+    }
+  })
+})
