@@ -12,9 +12,11 @@
 //   tollgate-nobatch  RedisStore with { batch: false }: one MULTI/EXEC round trip per decision
 //   floor       the ioredis floor: the same transactions Tollgate sends (the decisions of one event-loop
 //               turn, up to 64 keys, in one MULTI with INCRBY + PEXPIRE per key), issued by hand with
-//               nothing else: no merging, no deadline, one resolve per decision. No client built on
-//               ioredis can send this transaction for less; Tollgate's distance to it is its own cost.
+//               nothing else: no merging, no deadline, one resolve per decision, through multi([...])
 //   floor-chained  the same, built through ioredis's chained API (multi().incrby().pexpire()...)
+//   floor-direct   the same commands as ioredis Commands through client.sendCommand into one write,
+//               as Tollgate sends them on a standalone client (packages/core/src/stores/redis-direct.ts):
+//               the cheapest way to send this transaction through ioredis that this bench knows
 // With --baseline DIR (a built checkout of Tollgate), tollgate and tollgate-nobatch each get a twin,
 // tollgate@base and tollgate-nobatch@base: the same RedisStore from DIR's @tollgate/core, measured in
 // the same interleaved cycles, and a before/after table of their ratios to plain is printed.
@@ -48,7 +50,7 @@ if (values.help) {
   --callers N        concurrent async callers (default 200)       BENCH_CALLERS
   --keys N           distinct keys (default 10000)                BENCH_KEYS
   --window-ms MS     fixed window length (default 1000)
-  --variants LIST    plain,tollgate,tollgate-nobatch,floor,floor-chained (default all)
+  --variants LIST    plain,tollgate,tollgate-nobatch,floor,floor-chained,floor-direct (default all)
   --json PATH        also write the raw numbers as JSON
   --baseline DIR     before/after: also run tollgate and tollgate-nobatch with the RedisStore
                      of DIR's @tollgate/core (a built checkout), as <variant>@base   BENCH_BASELINE
@@ -63,7 +65,7 @@ const cfg = {
   callers: Number(values.callers ?? env.BENCH_CALLERS ?? 200),
   keys: Number(values.keys ?? env.BENCH_KEYS ?? 10000),
   windowMs: Number(values['window-ms'] ?? 1000),
-  variants: (values.variants ?? 'plain,tollgate,tollgate-nobatch,floor,floor-chained').split(',').map((s) => s.trim()),
+  variants: (values.variants ?? 'plain,tollgate,tollgate-nobatch,floor,floor-chained,floor-direct').split(',').map((s) => s.trim()),
 }
 const baselineDir = values.baseline ?? env.BENCH_BASELINE ?? ''
 if (baselineDir) {
@@ -93,7 +95,7 @@ if (canPin) {
   }
 }
 
-const { Redis } = await import('ioredis')
+const { Redis, Command } = await import('ioredis')
 let core = null
 let coreWhy = null
 try {
@@ -103,7 +105,7 @@ try {
   core = null
   coreWhy = `@tollgate/core is not usable (${err.code ?? err.message}): run \`npm run build\` (and \`npm install\` if node_modules/@tollgate/core is missing)`
 }
-let variants = cfg.variants.filter((v) => ['plain', 'tollgate', 'tollgate-nobatch', 'floor', 'floor-chained'].includes(v))
+let variants = cfg.variants.filter((v) => ['plain', 'tollgate', 'tollgate-nobatch', 'floor', 'floor-chained', 'floor-direct'].includes(v))
 let baseCore = null
 let baseWhy = null
 let trees = null
@@ -144,7 +146,7 @@ for (const v of variants) {
       return client.multi().incrby(key, 1).pexpire(key, ttl).exec()
     }
   } else if (v.startsWith('floor')) {
-    makers[v] = floorMaker(client, `bench:${v}:`, ttl, v === 'floor-chained')
+    makers[v] = floorMaker(client, `bench:${v}:`, ttl, v.slice('floor-'.length))
   } else {
     const base = v.endsWith(BASE_SUFFIX)
     const store = new (base ? baseCore : core).RedisStore({
@@ -159,7 +161,7 @@ for (const v of variants) {
  * The ioredis floor (see the header): decisions of one event-loop turn queue up and go out as one
  * MULTI/EXEC with INCRBY + PEXPIRE per key, at most 64 keys (Tollgate's MAX_BATCH_KEYS) per transaction.
  */
-function floorMaker(client, prefix, ttl, chained) {
+function floorMaker(client, prefix, ttl, how) {
   let keys = []
   let waiting = []
   let scheduled = false
@@ -171,7 +173,8 @@ function floorMaker(client, prefix, ttl, chained) {
     keys = []
     waiting = []
     let reply
-    if (chained) {
+    if (how === 'direct') reply = sendDirect(client, batchKeys, ttlArg)
+    else if (how === 'chained') {
       const m = client.multi()
       for (const k of batchKeys) m.incrby(k, '1').pexpire(k, ttlArg)
       reply = m.exec()
@@ -203,6 +206,29 @@ function floorMaker(client, prefix, ttl, chained) {
         setImmediate(flush)
       }
     })
+}
+
+/** MULTI, INCRBY + PEXPIRE per key, EXEC as ioredis Commands written in one string; the replies as ioredis's pairs. */
+function sendDirect(client, keys, ttlArg) {
+  const noop = () => {}
+  let data = ''
+  let pending = 2 * keys.length + 2
+  const stream = {
+    isPipeline: true,
+    destination: { redis: client },
+    write(w) {
+      data += w
+      if (--pending === 0) client.stream.write(data)
+    },
+  }
+  client.sendCommand(new Command('multi', [], undefined, noop), stream)
+  for (const k of keys) {
+    client.sendCommand(new Command('incrby', [k, '1'], undefined, noop), stream)
+    client.sendCommand(new Command('pexpire', [k, ttlArg], undefined, noop), stream)
+  }
+  const exec = new Command('exec')
+  client.sendCommand(exec, stream)
+  return exec.promise.then((replies) => replies.map((r) => (r instanceof Error ? [r, null] : [null, r])))
 }
 
 function parseInfo(text) {

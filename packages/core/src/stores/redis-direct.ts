@@ -11,7 +11,7 @@ import { FIXED_WINDOW_COUNT_REPLY, FIXED_WINDOW_REPLIES, type RedisTransactionLi
  *
  * This writer sends the same bytes, in the same order, in one write: MULTI, then INCRBY and PEXPIRE
  * per key, then EXEC, each an ioredis Command through the client's own `sendCommand` (ioredis's
- * documented way to send a built command), with the socket corked so the commands leave together.
+ * documented way to send a built command), into one string written at once (TransactionStream).
  * What ioredis's transaction does beyond that is kept:
  * - each command is marked `inTransaction` and numbered (`pipelineIndex`), as Pipeline numbers them,
  *   so after a dropped connection ioredis aborts a half-answered transaction instead of resending its
@@ -41,11 +41,10 @@ type CommandClass = new (name: string, args: string[], options?: { keyPrefix?: s
 /** The standalone ioredis client this writer sends on. */
 interface DirectClient {
   multi: unknown
-  sendCommand(command: CommandLike): unknown
+  sendCommand(command: CommandLike, stream?: TransactionStream): unknown
   pipeline(): { ping(): unknown; _queue?: Array<{ constructor: unknown }> }
-  readonly status?: string
   readonly isCluster?: boolean
-  readonly stream?: { writable?: boolean; cork(): void; uncork(): void }
+  readonly stream?: { write(data: string | Uint8Array): unknown }
   readonly options?: { keyPrefix?: unknown }
 }
 
@@ -114,33 +113,68 @@ export class DirectWriter {
   /** Sends MULTI, `commands`, EXEC in one write; EXEC's command promise. */
   send(commands: string[], onQueued: Callback): Promise<unknown> {
     const { client, Command, prefixed } = this
-    const stream = client.status === 'ready' ? client.stream : undefined
-    const corked = stream !== undefined && stream.writable !== false
-    if (corked) stream.cork()
-    try {
-      const multi = new Command('multi', EMPTY, undefined, onQueued)
-      multi.pipelineIndex = 0
-      client.sendCommand(multi)
-      let index = 1
-      for (let i = 0; i < commands.length; i += 3) {
-        const key = commands[i + 1]!
-        const incr = new Command('incrby', [key, commands[i]!], prefixed, onQueued)
-        incr.inTransaction = true
-        incr.pipelineIndex = index++
-        client.sendCommand(incr)
-        const pexpire = new Command('pexpire', [key, commands[i + 2]!], prefixed, onQueued)
-        pexpire.inTransaction = true
-        pexpire.pipelineIndex = index++
-        client.sendCommand(pexpire)
-      }
-      const exec = new Command('exec', EMPTY)
-      exec.inTransaction = true
-      exec.pipelineIndex = index
-      client.sendCommand(exec)
-      return exec.promise
-    } finally {
-      if (corked) stream.uncork()
+    const stream = new TransactionStream(client, commands.length / 3) // [cost, key, ttl] per key
+    const multi = new Command('multi', EMPTY, undefined, onQueued)
+    multi.pipelineIndex = 0
+    client.sendCommand(multi, stream)
+    let index = 1
+    for (let i = 0; i < commands.length; i += 3) {
+      const key = commands[i + 1]!
+      const incr = new Command('incrby', [key, commands[i]!], prefixed, onQueued)
+      incr.inTransaction = true
+      incr.pipelineIndex = index++
+      client.sendCommand(incr, stream)
+      const pexpire = new Command('pexpire', [key, commands[i + 2]!], prefixed, onQueued)
+      pexpire.inTransaction = true
+      pexpire.pipelineIndex = index++
+      client.sendCommand(pexpire, stream)
     }
+    const exec = new Command('exec', EMPTY)
+    exec.inTransaction = true
+    exec.pipelineIndex = index
+    client.sendCommand(exec, stream)
+    return exec.promise
+  }
+}
+
+/**
+ * Where ioredis writes one transaction's commands (its `sendCommand(command, stream)` with a
+ * pipeline's stream, as Pipeline does): collected into one string and written on the client's
+ * connection once the last arrives, so the transaction costs one socket write. ioredis calls it
+ * again with the same commands when it resends them on a new connection after a reconnect (or from
+ * its offline queue), so it counts down anew after each write, to the connection of that moment.
+ */
+class TransactionStream {
+  readonly isPipeline = true
+  readonly destination: { readonly redis: DirectClient }
+  private data = ''
+  /** Set only if a command came as bytes (a Buffer argument; none does here): the parts so far, in order. */
+  private parts: Uint8Array[] | undefined
+  private pending: number
+
+  constructor(
+    client: DirectClient,
+    keys: number,
+    /** MULTI, INCRBY and PEXPIRE per key, EXEC. */
+    private readonly total = 2 * keys + 2,
+  ) {
+    this.destination = { redis: client }
+    this.pending = total
+  }
+
+  write(writable: string | Uint8Array): void {
+    if (typeof writable === 'string') this.data += writable
+    else {
+      this.parts ??= []
+      this.parts.push(Buffer.from(this.data), writable)
+      this.data = ''
+    }
+    if (--this.pending > 0) return
+    const out = this.parts === undefined ? this.data : Buffer.concat([...this.parts, Buffer.from(this.data)])
+    this.data = ''
+    this.parts = undefined
+    this.pending = this.total
+    this.destination.redis.stream?.write(out)
   }
 }
 
