@@ -109,3 +109,31 @@ describe('RedisStore on a standalone ioredis client', () => {
     }
   })
 })
+
+describe('a transaction cut by a dropped connection', () => {
+  it('is sent again whole on the new connection (ioredis resends it), and its count and TTL land there', async () => {
+    const resending = new Redis(redis.url, { retryStrategy: () => 20 })
+    resending.on('error', () => {}) // the kill below is expected
+    try {
+      const store = new RedisStore({ client: resending, timeout: '10s' })
+      const now = Date.now()
+      expect(await store.increment('cut{warm}', 1, 60_000, now)).toBe(1)
+      redis.freeze() // the next transaction is written to the socket and never answered
+      const pending = store.increment('cut{c}', 3, 60_000, now)
+      await new Promise((resolve) => setTimeout(resolve, 100))
+      await redis.kill('SIGKILL')
+      await redis.restart() // empty: only the resent transaction can write the key
+      expect(await pending).toBe(3)
+      const key = `cut{c}:${Math.floor(now / 60_000)}`
+      const fresh = new Redis(redis.url)
+      try {
+        expect(await fresh.get(key)).toBe('3')
+        expect(await fresh.pttl(key)).toBeGreaterThan(0)
+      } finally {
+        fresh.disconnect()
+      }
+    } finally {
+      resending.disconnect()
+    }
+  })
+})
