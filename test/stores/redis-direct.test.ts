@@ -1,3 +1,4 @@
+import { tracingChannel } from 'node:diagnostics_channel'
 import { MAX_BATCH_KEYS, RedisStore } from '@tollgate/core'
 import { Redis } from 'ioredis'
 import { type RedisServer, startRedisServer } from '../harness/redis-server'
@@ -135,5 +136,31 @@ describe('a transaction cut by a dropped connection', () => {
     } finally {
       resending.disconnect()
     }
+  })
+})
+
+describe('with a tracer on ioredis batches', () => {
+  it("sends each transaction through ioredis's Pipeline, so the tracer still sees it as one batch", async () => {
+    const traced = tracingChannel('ioredis:batch')
+    const batches: number[] = []
+    const handlers = {
+      start: (context: object) => void batches.push(Number((context as { batchSize?: unknown }).batchSize)),
+      end: () => {},
+      asyncStart: () => {},
+      asyncEnd: () => {},
+      error: () => {},
+    }
+    traced.subscribe(handlers)
+    try {
+      const store = new RedisStore({ client, timeout: '2s' })
+      const now = Date.now()
+      await Promise.all([1, 2, 3].map((i) => store.increment(`traced{k${i}}`, 1, 60_000, now)))
+      expect(batches).toEqual([6]) // three keys, INCRBY + PEXPIRE each
+    } finally {
+      traced.unsubscribe(handlers)
+    }
+    // Unsubscribed: written directly again, which ioredis does not report as a batch.
+    await new RedisStore({ client, timeout: '2s' }).increment('traced{k4}', 1, 60_000, Date.now())
+    expect(batches).toEqual([6])
   })
 })

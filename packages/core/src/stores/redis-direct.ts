@@ -1,3 +1,4 @@
+import { channel } from 'node:diagnostics_channel'
 import { FIXED_WINDOW_COUNT_REPLY, FIXED_WINDOW_REPLIES, type RedisTransactionLike } from '../algorithms/fixed-window'
 
 /*
@@ -24,8 +25,9 @@ import { FIXED_WINDOW_COUNT_REPLY, FIXED_WINDOW_REPLIES, type RedisTransactionLi
  *
  * Used only where nothing changes what those commands are: a standalone ioredis client (a Cluster
  * routes each transaction by slot and retries redirects, which its Pipeline does), whose `multi` and
- * `sendCommand` are still ioredis's own. A `multi` replaced later (a spy, a Proxy, a subclass) is
- * honoured per transaction: the store then goes through it (see DirectWriter.usable).
+ * `sendCommand` are still ioredis's own. A `multi` replaced (a spy, a Proxy, a subclass), and a
+ * tracer of ioredis's batches, are honoured per transaction: the store then goes through
+ * `client.multi()` (see DirectWriter.usable).
  */
 
 /** An ioredis Command (`new Command(name, args, options, callback)`): the part this writer sets and reads. */
@@ -49,6 +51,12 @@ interface DirectClient {
 }
 
 const EMPTY: string[] = []
+/**
+ * ioredis (5.9+) reports each MULTI it sends through a Pipeline as one `ioredis:batch` trace. While a
+ * tracer listens there (OpenTelemetry's ioredis instrumentation), transactions go through the
+ * Pipeline, so they keep showing as one batch each; its commands are traced either way.
+ */
+const batchTraces = channel('tracing:ioredis:batch:start')
 
 /**
  * ioredis's Command class, taken from the client's own ioredis (a command its pipeline builds), so that
@@ -101,9 +109,12 @@ export class DirectWriter {
     return Command === undefined ? undefined : new DirectWriter(c as DirectClient, Command, multi)
   }
 
-  /** Whether the client's `multi` is still the one found at construction (a later spy goes through the spy). */
+  /**
+   * Whether to write directly now: the client's `multi` is still the one found at construction (a
+   * later spy goes through the spy), and no tracer listens for ioredis's batches (batchTraces).
+   */
   get usable(): boolean {
-    return this.client.multi === this.multi
+    return this.client.multi === this.multi && !batchTraces.hasSubscribers
   }
 
   transaction(): RedisTransactionLike {
