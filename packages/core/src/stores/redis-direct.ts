@@ -52,9 +52,9 @@ interface DirectClient {
 
 const EMPTY: string[] = []
 /**
- * ioredis (5.9+) reports each MULTI it sends through a Pipeline as one `ioredis:batch` trace. While a
- * tracer listens there (OpenTelemetry's ioredis instrumentation), transactions go through the
- * Pipeline, so they keep showing as one batch each; its commands are traced either way.
+ * Recent ioredis 5 releases report each MULTI sent through a Pipeline as one `ioredis:batch` trace
+ * (their README, "diagnostics_channel"). While a tracer listens there, transactions go through the
+ * Pipeline, so they keep showing as one batch each; their commands are traced either way.
  */
 const batchTraces = channel('tracing:ioredis:batch:start')
 
