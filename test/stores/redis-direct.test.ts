@@ -1,7 +1,7 @@
 import { tracingChannel } from 'node:diagnostics_channel'
 import { MAX_BATCH_KEYS, RedisStore } from '@tollgate/core'
 import { Redis } from 'ioredis'
-import { type RedisServer, startRedisServer } from '../harness/redis-server'
+import { getFreePort, type RedisServer, startRedisServer } from '../harness/redis-server'
 
 // A standalone ioredis client's fixed-window transactions are written straight onto its connection
 // (packages/core/src/stores/redis-direct.ts) instead of through client.multi()'s Pipeline. These
@@ -14,6 +14,7 @@ let client: Redis
 beforeAll(async () => {
   redis = await startRedisServer()
   client = new Redis(redis.url)
+  client.on('error', () => {}) // the server is killed and restarted in one test below
   await client.ping()
 })
 afterAll(async () => {
@@ -162,5 +163,30 @@ describe('with a tracer on ioredis batches', () => {
     // Unsubscribed: written directly again, which ioredis does not report as a batch.
     await new RedisStore({ client, timeout: '2s' }).increment('traced{k4}', 1, 60_000, Date.now())
     expect(batches).toEqual([6])
+  })
+})
+
+describe('a client that cannot send', () => {
+  it("fails the call at once with the client's reason, leaving no promise rejection unhandled", async () => {
+    const unhandled: unknown[] = []
+    const record = (reason: unknown) => void unhandled.push(reason)
+    process.on('unhandledRejection', record)
+    const port = await getFreePort() // nothing listens there
+    const offline = new Redis({ host: '127.0.0.1', port, enableOfflineQueue: false, lazyConnect: true, retryStrategy: () => null })
+    offline.on('error', () => {})
+    try {
+      const store = new RedisStore({ client: offline, timeout: '2s' })
+      const t = performance.now()
+      await expect(store.increment('offline{c}', 1, 60_000, Date.now())).rejects.toMatchObject({
+        code: 'TG_STORE_ERROR',
+        message: expect.stringMatching(/enableOfflineQueue/),
+      })
+      expect(performance.now() - t).toBeLessThan(1000) // not the 2 s deadline: refused, not lost
+      await new Promise((resolve) => setTimeout(resolve, 50))
+      expect(unhandled).toEqual([])
+    } finally {
+      process.off('unhandledRejection', record)
+      offline.disconnect()
+    }
   })
 })
