@@ -20,8 +20,14 @@ for (const fw of ['express', 'fastify', 'koa']) for (const mode of ['one', 'many
   let best
   for (const id of PEERS[fw][store]) { const c = g.cases[id]; if (!best || c.summary.ratioToBare.median > best.c.summary.ratioToBare.median) best = { id, c } }
   const diff = tg.summary.ratioToBare.median - best.c.summary.ratioToBare.median
-  rows.push(`| ${fw} | ${MODES[mode]} | ${store} | ${f(floor.summary.ratioToBare)} | **${f(tg.summary.ratioToBare)}** | ${NAMES[best.id.split('-')[0]]} ${f(best.c.summary.ratioToBare)} | ${diff >= 0 ? '+' : '−'}${Math.abs(diff).toFixed(2)} | ${perCycle(tg, floor).toFixed(2)} |`)
+  // The minimal limiter (a hand-written per-client count in memory) when the run has it: minimal ÷ floor
+  // is what a per-client count costs against the floor's one global counter; Tollgate ÷ minimal (memory
+  // only) what Tollgate costs beyond that.
+  const minimal = g.cases.minimal?.slices?.length ? g.cases.minimal : undefined
+  const extra = minimal ? ` | ${perCycle(minimal, floor).toFixed(2)} | ${store === 'memory' ? perCycle(tg, minimal).toFixed(2) : '–'}` : ''
+  rows.push(`| ${fw} | ${MODES[mode]} | ${store} | ${f(floor.summary.ratioToBare)} | **${f(tg.summary.ratioToBare)}** | ${NAMES[best.id.split('-')[0]]} ${f(best.c.summary.ratioToBare)} | ${diff >= 0 ? '+' : '−'}${Math.abs(diff).toFixed(2)} | ${perCycle(tg, floor).toFixed(2)}${extra} |`)
 }
-console.log('| framework | mode | store | floor | Tollgate | best peer of the cell | Tollgate − peer | Tollgate ÷ floor |')
-console.log('|---|---|---|--:|--:|--:|--:|--:|')
+const withMinimal = d.groups.some((g) => g.cases.minimal?.slices?.length)
+console.log(`| framework | mode | store | floor | Tollgate | best peer of the cell | Tollgate − peer | Tollgate ÷ floor${withMinimal ? ' | minimal ÷ floor | Tollgate ÷ minimal' : ''} |`)
+console.log(`|---|---|---|--:|--:|--:|--:|--:|${withMinimal ? '--:|--:|' : ''}`)
 console.log(rows.join('\n'))

@@ -3,6 +3,7 @@
 export const CASES = {
   bare: { label: 'bare (no limiter)' },
   floor: { label: 'floor: the same headers and 429, no limiter logic' },
+  minimal: { label: 'minimal: the floor plus a hand-written per-client count (memory)' },
   'tollgate-memory': { label: 'Tollgate, memory', tollgate: true },
   'tollgate-redis': { label: 'Tollgate, Redis', tollgate: true, redis: true },
   'erl-memory': { label: 'express-rate-limit, memory' },
@@ -17,9 +18,9 @@ export const CASES = {
 
 // bare first; the order of the others only matters for the forward/reverse rotation.
 export const FRAMEWORKS = {
-  express: ['bare', 'floor', 'tollgate-memory', 'tollgate-redis', 'erl-memory', 'erl-redis', 'rlf-memory', 'rlf-redis'],
-  fastify: ['bare', 'floor', 'tollgate-memory', 'tollgate-redis', 'frl-memory', 'frl-redis'],
-  koa: ['bare', 'floor', 'tollgate-memory', 'tollgate-redis', 'krl-memory', 'krl-redis'],
+  express: ['bare', 'floor', 'minimal', 'tollgate-memory', 'tollgate-redis', 'erl-memory', 'erl-redis', 'rlf-memory', 'rlf-redis'],
+  fastify: ['bare', 'floor', 'minimal', 'tollgate-memory', 'tollgate-redis', 'frl-memory', 'frl-redis'],
+  koa: ['bare', 'floor', 'minimal', 'tollgate-memory', 'tollgate-redis', 'krl-memory', 'krl-redis'],
 }
 
 export const MODES = {

@@ -8,6 +8,7 @@ import { baseOf, CASES, caseInfo, FRAMEWORKS, MODES, withTwins } from './cases.m
 const SHORT = {
   bare: 'bare (no limiter)',
   floor: 'floor (headers + 429 only)',
+  minimal: 'minimal (floor + per-client count)',
   'tollgate-memory': 'Tollgate, memory',
   'tollgate-redis': 'Tollgate, Redis',
   'erl-memory': 'express-rate-limit, memory',
@@ -23,6 +24,7 @@ const SHORT = {
 const COLOR = {
   bare: '#9ca3af',
   floor: '#cbd5e1',
+  minimal: '#94a3b8',
   tollgate: '#0f766e',
   tollgateRedis: '#115e59',
   tollgateBase: '#5eead4',
@@ -39,6 +41,7 @@ function colorOf(id) {
   const info = caseInfo(id) ?? {}
   if (id === 'bare') return COLOR.bare
   if (id === 'floor') return COLOR.floor
+  if (id === 'minimal') return COLOR.minimal
   if (info.tollgate) return info.baseline ? COLOR.tollgateBase : info.redis ? COLOR.tollgateRedis : COLOR.tollgate
   return info.redis ? COLOR.peerRedis : COLOR.peer
 }
@@ -145,6 +148,7 @@ export function renderChart(report, framework) {
   const legend = [
     [COLOR.bare, 'bare (dashed line: 1×)'],
     [COLOR.floor, 'floor'],
+    [COLOR.minimal, 'minimal'],
     [COLOR.tollgate, 'Tollgate memory'],
     [COLOR.tollgateRedis, 'Tollgate Redis'],
     ...(cfg.baseline ? [[COLOR.tollgateBase, 'Tollgate before']] : []),

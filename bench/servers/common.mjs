@@ -118,5 +118,52 @@ export function floorResponses(max, windowMs) {
     detail: `Too many requests: the limit is ${max} per ${unit}. Retry after the number of seconds in the Retry-After header.`,
   })
   let seen = 0
-  return { ok, refused, body, contentType: 'application/problem+json', over: () => ++seen > max }
+  return { name, policy, ok, refused, body, contentType: 'application/problem+json', over: () => ++seen > max }
+}
+
+/**
+ * The minimal limiter: the least a correct per-client fixed-window limiter that shows its real quota
+ * does, written by hand for this bench. One Map of counters per window (a new Map when the window
+ * turns), one lookup and one add per request, the `RateLimit` value built per request from the count
+ * left, and the floor's refusal with its `t` and `Retry-After` for the current second. No options, no
+ * store interface, no failure handling: it is the reference for what a per-client limit costs on top
+ * of the floor, which keeps one global counter and writes constant values.
+ */
+export function minimalLimiter(max, windowMs) {
+  const f = floorResponses(max, windowMs)
+  const head = `"${f.name}";r=`
+  let counts = new Map()
+  let windowEnd = 0
+  let t = 1
+  let refusedFor = 0
+  let refused = f.refused
+  return {
+    policy: f.policy,
+    body: f.body,
+    contentType: f.contentType,
+    /** Counts one request of `ip`; the `RateLimit` value for an allowed one, or undefined when refused. */
+    take(ip) {
+      const now = Date.now()
+      if (now >= windowEnd) {
+        windowEnd = now - (now % windowMs) + windowMs
+        counts = new Map()
+      }
+      let cell = counts.get(ip)
+      if (cell === undefined) {
+        cell = { n: 0 }
+        counts.set(ip, cell)
+      }
+      const n = ++cell.n
+      t = Math.ceil((windowEnd - now) / 1000)
+      return n <= max ? `${head}${max - n};t=${t}` : undefined
+    },
+    /** The refusal's header record for the current second (built once per second). */
+    refused() {
+      if (refusedFor !== t) {
+        refused = { 'RateLimit-Policy': f.policy, RateLimit: `${head}0;t=${t}`, 'Retry-After': String(t), 'Cache-Control': 'no-store' }
+        refusedFor = t
+      }
+      return refused
+    },
+  }
 }

@@ -1,7 +1,7 @@
 // Express 5 benchmark server: one case per process.
 //   node bench/servers/express.mjs --case <case> --port <port> [--max N --window-ms MS --redis URL --prefix P]
 import express from 'express'
-import { BODY, fail, floorResponses, importTollgate, ready, redis, serverArgs } from './common.mjs'
+import { BODY, fail, floorResponses, minimalLimiter, importTollgate, ready, redis, serverArgs } from './common.mjs'
 
 const args = serverArgs()
 const { caseName, max, windowMs, prefix } = args
@@ -28,6 +28,24 @@ async function limiterFor(name) {
         for (const name in f.refused) res.setHeader(name, f.refused[name])
         res.status(429)
         res.setHeader('Content-Type', f.contentType)
+        res.end(body)
+      }
+    }
+    case 'minimal': {
+      // The floor's calls, with a per-client count (see minimalLimiter).
+      const m = minimalLimiter(max, windowMs)
+      const body = Buffer.from(m.body)
+      return (req, res, next) => {
+        const value = m.take(req.ip)
+        if (value !== undefined) {
+          res.setHeader('RateLimit-Policy', m.policy)
+          res.setHeader('RateLimit', value)
+          return next()
+        }
+        const refused = m.refused()
+        for (const name in refused) res.setHeader(name, refused[name])
+        res.status(429)
+        res.setHeader('Content-Type', m.contentType)
         res.end(body)
       }
     }

@@ -1,7 +1,7 @@
 // Fastify 5 benchmark server: one case per process.
 //   node bench/servers/fastify.mjs --case <case> --port <port> [--max N --window-ms MS --redis URL --prefix P]
 import Fastify from 'fastify'
-import { BODY, fail, floorResponses, importTollgate, ready, redis, serverArgs } from './common.mjs'
+import { BODY, fail, floorResponses, minimalLimiter, importTollgate, ready, redis, serverArgs } from './common.mjs'
 
 const args = serverArgs()
 const { caseName, max, windowMs, prefix } = args
@@ -28,6 +28,30 @@ switch (caseName) {
       }
       for (const [name, value] of refused) reply.header(name, value)
       reply.code(429).header('content-type', f.contentType).send(body)
+    })
+    break
+  }
+  case 'minimal': {
+    // The floor's calls, with a per-client count (see minimalLimiter).
+    const m = minimalLimiter(max, windowMs)
+    const body = Buffer.from(m.body)
+    const lower = (record) => Object.entries(record).map(([name, value]) => [name.toLowerCase(), value])
+    let lastRefused
+    let lowered
+    app.addHook('onRequest', (request, reply, done) => {
+      const value = m.take(request.ip)
+      if (value !== undefined) {
+        reply.header('ratelimit-policy', m.policy)
+        reply.header('ratelimit', value)
+        return done()
+      }
+      const refused = m.refused()
+      if (refused !== lastRefused) {
+        lastRefused = refused
+        lowered = lower(refused)
+      }
+      for (const [name, value] of lowered) reply.header(name, value)
+      reply.code(429).header('content-type', m.contentType).send(body)
     })
     break
   }

@@ -2,7 +2,7 @@
 //   node bench/servers/koa.mjs --case <case> --port <port> [--max N --window-ms MS --redis URL --prefix P]
 import Router from '@koa/router'
 import Koa from 'koa'
-import { BODY, fail, floorResponses, importTollgate, ready, redis, serverArgs } from './common.mjs'
+import { BODY, fail, floorResponses, minimalLimiter, importTollgate, ready, redis, serverArgs } from './common.mjs'
 
 const args = serverArgs()
 const { caseName, max, windowMs, prefix } = args
@@ -28,6 +28,24 @@ async function limiterFor(name) {
         for (const name in f.refused) ctx.res.setHeader(name, f.refused[name])
         ctx.status = 429
         ctx.type = f.contentType
+        ctx.body = body
+      }
+    }
+    case 'minimal': {
+      // The floor's calls, with a per-client count (see minimalLimiter).
+      const m = minimalLimiter(max, windowMs)
+      const body = Buffer.from(m.body)
+      return (ctx, next) => {
+        const value = m.take(ctx.ip)
+        if (value !== undefined) {
+          ctx.res.setHeader('RateLimit-Policy', m.policy)
+          ctx.res.setHeader('RateLimit', value)
+          return next()
+        }
+        const refused = m.refused()
+        for (const name in refused) ctx.res.setHeader(name, refused[name])
+        ctx.status = 429
+        ctx.type = m.contentType
         ctx.body = body
       }
     }
