@@ -11,7 +11,7 @@ function windowSeconds(windowMs: number): number {
 
 /** Each policy's `RateLimit-Policy` member and the start of its `RateLimit` member, rendered once (policies are long-lived and frozen). */
 const policyItems = new WeakMap<object, { item: string; head: string }>()
-function policyParts(d: Decision): { item: string; head: string } {
+export function policyParts(d: Decision): { item: string; head: string } {
   let parts = policyItems.get(d.policy)
   if (parts === undefined) {
     parts = { item: `"${d.policy.name}";q=${d.limit};w=${windowSeconds(d.policy.windowMs)}`, head: `"${d.policy.name}";r=` }

@@ -1,7 +1,7 @@
 import type { ServerResponse } from 'node:http'
 import { STATUS_CODES } from 'node:http'
 import { describeDuration } from '../duration'
-import { rateLimitHeaders, secondsLeft } from '../headers'
+import { policyParts, rateLimitHeaders, secondsLeft } from '../headers'
 import type { LimiterOptions } from '../options/limiter-options'
 import type { Config } from '../options/parse-options'
 import { type Decision, isThenable, type MaybePromise, type Policy } from '../types'
@@ -24,15 +24,21 @@ const QUOTA_SLOTS = 256
 /** The quota header records of one policy, by slot: each slot's record and the values it was built for. */
 interface Quota {
   policy: Policy
+  /** The policy's draft-8 `RateLimit-Policy` value and the start of its `RateLimit` value. */
+  item: string
+  head: string
   records: (Record<string, string> | undefined)[]
   remaining: Float64Array
   t: Float64Array
   reset: Float64Array
 }
 
-function newQuota(policy: Policy): Quota {
+function newQuota(d: Decision): Quota {
+  const { item, head } = policyParts(d)
   return {
-    policy,
+    policy: d.policy,
+    item,
+    head,
     records: new Array(QUOTA_SLOTS).fill(undefined),
     remaining: new Float64Array(QUOTA_SLOTS).fill(-1),
     t: new Float64Array(QUOTA_SLOTS),
@@ -53,12 +59,19 @@ export class ResponseParts<Req> {
   private readonly denials = new Map<Policy, Rejection>()
   private readonly quotas = new Map<Policy, Quota>()
   private lastQuota: Quota | undefined
+  /**
+   * An allowed request under one limit gets exactly the two draft-8 fields (the defaults, or
+   * headersOn 'allowed'): its record is built here as one object literal, not by the general builder.
+   */
+  private readonly draft8: boolean
 
   constructor(
     private readonly config: Config<Req>,
     private readonly onError: (name: string, error: unknown) => void,
     private readonly refund: (decision: Decision) => Promise<void>,
-  ) {}
+  ) {
+    this.draft8 = config.headers === 'draft-8' && !config.legacyHeaders && config.headersOn !== 'refused'
+  }
 
   /** True when the response's outcome matters (the skip*Requests options). */
   get wantsCompletion(): boolean {
@@ -91,7 +104,7 @@ export class ResponseParts<Req> {
       if (q === undefined) {
         // Past MAX_CACHED_REJECTIONS policies (a `max` function with many values), records are built per request.
         if (this.quotas.size >= MAX_CACHED_REJECTIONS) return this.build([d])
-        q = newQuota(d.policy)
+        q = newQuota(d)
         this.quotas.set(d.policy, q)
       }
       this.lastQuota = q
@@ -101,7 +114,7 @@ export class ResponseParts<Req> {
     const slot = d.remaining & (QUOTA_SLOTS - 1)
     const held = q.records[slot]
     if (held !== undefined && q.remaining[slot] === d.remaining && q.t[slot] === t && q.reset[slot] === reset) return held
-    const record = this.build([d])
+    const record = this.draft8 ? { 'RateLimit-Policy': q.item, RateLimit: `${q.head}${d.remaining};t=${t}` } : this.build([d])
     q.records[slot] = record
     q.remaining[slot] = d.remaining
     q.t[slot] = t
