@@ -2,17 +2,29 @@ import { windowIndex } from '../keys'
 import type { Store } from '../types'
 import type { CallParts } from './call-parts'
 
-/** Clients whose cells a limiter keeps per window (~60 bytes each); past it the store is asked each time. */
-const MAX_CELLS = 65_536
+/** Clients a limiter keeps an entry for (~120 bytes each); the entries start over when full. */
+const MAX_CELLS = 32_768
+
+/** One client's entry: its store key, built once, and its cell in the window of generation `gen`. */
+interface Entry {
+  readonly key: string
+  cell: { n: number }
+  gen: number
+}
 
 /**
- * The memory store's cells (Store.cell) of one limiter's clients in the current fixed window, by
- * client key: counting a known client is one lookup here and one add, with no store key built or
- * looked up. Kept for one window only, at most MAX_CELLS clients (the store's own map counts past it).
+ * The memory store's cells (Store.cell) of one limiter's clients, by client key: counting a client
+ * already met in this window is one lookup here and one add, with no store key built or looked up.
+ * An entry outlives its window: at a client's first request in a new window it takes the store's
+ * cell for that window under the key it keeps, so a client that returns window after window costs
+ * one store lookup per window, and no new entry or store key. At most MAX_CELLS entries; past it the
+ * map starts over.
  */
 export class LocalCells {
-  private cells = new Map<string, { n: number }>()
+  private entries = new Map<string, Entry>()
+  /** The window index of the last count, and a generation that changes with it. */
   private index = -1
+  private gen = 0
 
   private constructor(
     private readonly store: Store,
@@ -39,24 +51,31 @@ export class LocalCells {
     return this.store.increment === this.increment
   }
 
-  /** Adds `cost` to the client's cell; the count after it. */
+  /** Adds `cost` to the client's cell in the window containing `now`; the count after it. */
   add(clientKey: string, cost: number, windowMs: number, now: number): number {
     const index = windowIndex(now, windowMs)
     if (index !== this.index) {
-      // Another window: its cells are the store's to drop (or, after a clock step back, not this window's).
-      if (this.cells.size > 0) this.cells = new Map()
+      // Another window, or after a clock step back an earlier one: every cell held is stale (the store
+      // decides which window a step back counts in), while the store keys stay good.
       this.index = index
+      this.gen++
     }
-    let cell = this.cells.get(clientKey)
-    if (cell === undefined) {
-      cell = this.store.cell!(this.parts.storeKey(clientKey), windowMs, now)
-      if (this.cells.size < MAX_CELLS) this.cells.set(clientKey, cell)
+    let entry = this.entries.get(clientKey)
+    if (entry === undefined) {
+      if (this.entries.size >= MAX_CELLS) this.entries = new Map()
+      const key = this.parts.storeKey(clientKey)
+      entry = { key, cell: this.store.cell!(key, windowMs, now), gen: this.gen }
+      this.entries.set(clientKey, entry)
+    } else if (entry.gen !== this.gen) {
+      entry.cell = this.store.cell!(entry.key, windowMs, now)
+      entry.gen = this.gen
     }
+    const cell = entry.cell
     cell.n += cost
     return cell.n
   }
 
   forget(clientKey: string): void {
-    this.cells.delete(clientKey)
+    this.entries.delete(clientKey)
   }
 }
