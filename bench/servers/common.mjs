@@ -123,17 +123,17 @@ export function floorResponses(max, windowMs) {
 
 /**
  * The minimal limiter: the least a correct per-client fixed-window limiter that shows its real quota
- * does, written by hand for this bench. One Map of counters per window (a new Map when the window
- * turns), one lookup and one add per request, the `RateLimit` value built per request from the count
- * left, and the floor's refusal with its `t` and `Retry-After` for the current second. No options, no
- * store interface, no failure handling: it is the reference for what a per-client limit costs on top
- * of the floor, which keeps one global counter and writes constant values.
+ * does, written by hand for this bench. One Map entry per client holding its count and the window
+ * it counts in (reset in place when the window turns), so a request is one lookup and one add; the
+ * `RateLimit` value built per request from the count left; the floor's refusal with its `t` and
+ * `Retry-After` for the current second. No options, no store interface, no bound on memory, no
+ * failure handling: it is the reference for what a per-client limit costs on top of the floor, which
+ * keeps one global counter and writes constant values.
  */
 export function minimalLimiter(max, windowMs) {
   const f = floorResponses(max, windowMs)
   const head = `"${f.name}";r=`
-  let counts = new Map()
-  let windowEnd = 0
+  const counts = new Map()
   let t = 1
   let refusedFor = 0
   let refused = f.refused
@@ -144,17 +144,17 @@ export function minimalLimiter(max, windowMs) {
     /** Counts one request of `ip`; the `RateLimit` value for an allowed one, or undefined when refused. */
     take(ip) {
       const now = Date.now()
-      if (now >= windowEnd) {
-        windowEnd = now - (now % windowMs) + windowMs
-        counts = new Map()
+      const index = Math.floor(now / windowMs)
+      let entry = counts.get(ip)
+      if (entry === undefined) {
+        entry = { n: 0, index }
+        counts.set(ip, entry)
+      } else if (entry.index !== index) {
+        entry.n = 0
+        entry.index = index
       }
-      let cell = counts.get(ip)
-      if (cell === undefined) {
-        cell = { n: 0 }
-        counts.set(ip, cell)
-      }
-      const n = ++cell.n
-      t = Math.ceil((windowEnd - now) / 1000)
+      const n = ++entry.n
+      t = Math.ceil(((index + 1) * windowMs - now) / 1000)
       return n <= max ? `${head}${max - n};t=${t}` : undefined
     },
     /** The refusal's header record for the current second (built once per second). */
