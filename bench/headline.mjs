@@ -1,7 +1,12 @@
 // Prints the README/RESULTS headline table from a bench JSON: every framework x mode x store cell.
 import { readFileSync } from 'node:fs'
+
 const d = JSON.parse(readFileSync(process.argv[2], 'utf8'))
-const PEERS = { express: { memory: ['erl-memory', 'rlf-memory'], redis: ['erl-redis', 'rlf-redis'] }, fastify: { memory: ['frl-memory'], redis: ['frl-redis'] }, koa: { memory: ['krl-memory'], redis: ['krl-redis'] } }
+const PEERS = {
+  express: { memory: ['erl-memory', 'rlf-memory'], redis: ['erl-redis', 'rlf-redis'] },
+  fastify: { memory: ['frl-memory'], redis: ['frl-redis'] },
+  koa: { memory: ['krl-memory'], redis: ['krl-redis'] },
+}
 const NAMES = { erl: 'express-rate-limit', rlf: 'rate-limiter-flexible', frl: '@fastify/rate-limit', krl: 'koa-ratelimit' }
 const MODES = { one: 'one client', many: '10k clients', flood: 'flood' }
 const f = (r) => `${r.median.toFixed(2)} (${r.min.toFixed(2)}…${r.max.toFixed(2)})`
@@ -9,25 +14,40 @@ const perCycle = (a, b) => {
   const byCycle = new Map()
   for (const s of a.slices) byCycle.set(`${s.run ?? 0}:${s.cycle}`, s.rps)
   const xs = []
-  for (const s of b.slices) { const k = `${s.run ?? 0}:${s.cycle}`; if (byCycle.has(k)) xs.push(byCycle.get(k) / s.rps) }
+  for (const s of b.slices) {
+    const k = `${s.run ?? 0}:${s.cycle}`
+    if (byCycle.has(k)) xs.push(byCycle.get(k) / s.rps)
+  }
   xs.sort((p, q) => p - q)
   return xs[Math.floor(xs.length / 2)]
 }
 const rows = []
-for (const fw of ['express', 'fastify', 'koa']) for (const mode of ['one', 'many', 'flood']) for (const store of ['memory', 'redis']) {
-  const g = d.groups.find((x) => x.framework === fw && x.mode === mode)
-  const floor = g.cases.floor, tg = g.cases[`tollgate-${store}`]
-  let best
-  for (const id of PEERS[fw][store]) { const c = g.cases[id]; if (!best || c.summary.ratioToBare.median > best.c.summary.ratioToBare.median) best = { id, c } }
-  const diff = tg.summary.ratioToBare.median - best.c.summary.ratioToBare.median
-  // The minimal limiter (a hand-written per-client count in memory) when the run has it: minimal ÷ floor
-  // is what a per-client count costs against the floor's one global counter; Tollgate ÷ minimal (memory
-  // only) what Tollgate costs beyond that.
-  const minimal = g.cases.minimal?.slices?.length ? g.cases.minimal : undefined
-  const extra = minimal ? ` | ${perCycle(minimal, floor).toFixed(2)} | ${store === 'memory' ? perCycle(tg, minimal).toFixed(2) : '–'}` : ''
-  rows.push(`| ${fw} | ${MODES[mode]} | ${store} | ${f(floor.summary.ratioToBare)} | **${f(tg.summary.ratioToBare)}** | ${NAMES[best.id.split('-')[0]]} ${f(best.c.summary.ratioToBare)} | ${diff >= 0 ? '+' : '−'}${Math.abs(diff).toFixed(2)} | ${perCycle(tg, floor).toFixed(2)}${extra} |`)
-}
+for (const fw of ['express', 'fastify', 'koa'])
+  for (const mode of ['one', 'many', 'flood'])
+    for (const store of ['memory', 'redis']) {
+      const g = d.groups.find((x) => x.framework === fw && x.mode === mode)
+      const floor = g.cases.floor,
+        tg = g.cases[`tollgate-${store}`]
+      let best
+      for (const id of PEERS[fw][store]) {
+        const c = g.cases[id]
+        if (!best || c.summary.ratioToBare.median > best.c.summary.ratioToBare.median) best = { id, c }
+      }
+      const diff = tg.summary.ratioToBare.median - best.c.summary.ratioToBare.median
+      // The minimal limiter (a hand-written per-client count in memory) when the run has it: minimal ÷ floor
+      // is what a per-client count costs against the floor's one global counter; Tollgate ÷ minimal (memory
+      // only) what Tollgate costs beyond that.
+      const minimal = g.cases.minimal?.slices?.length ? g.cases.minimal : undefined
+      const extra = minimal
+        ? ` | ${perCycle(minimal, floor).toFixed(2)} | ${store === 'memory' ? perCycle(tg, minimal).toFixed(2) : '–'}`
+        : ''
+      rows.push(
+        `| ${fw} | ${MODES[mode]} | ${store} | ${f(floor.summary.ratioToBare)} | **${f(tg.summary.ratioToBare)}** | ${NAMES[best.id.split('-')[0]]} ${f(best.c.summary.ratioToBare)} | ${diff >= 0 ? '+' : '−'}${Math.abs(diff).toFixed(2)} | ${perCycle(tg, floor).toFixed(2)}${extra} |`,
+      )
+    }
 const withMinimal = d.groups.some((g) => g.cases.minimal?.slices?.length)
-console.log(`| framework | mode | store | floor | Tollgate | best peer of the cell | Tollgate − peer | Tollgate ÷ floor${withMinimal ? ' | minimal ÷ floor | Tollgate ÷ minimal' : ''} |`)
+console.log(
+  `| framework | mode | store | floor | Tollgate | best peer of the cell | Tollgate − peer | Tollgate ÷ floor${withMinimal ? ' | minimal ÷ floor | Tollgate ÷ minimal' : ''} |`,
+)
 console.log(`|---|---|---|--:|--:|--:|--:|--:|${withMinimal ? '--:|--:|' : ''}`)
 console.log(rows.join('\n'))

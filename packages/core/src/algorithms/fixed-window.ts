@@ -67,8 +67,8 @@ function memory(windows: Windows): MemoryTwin {
   return windowTwin(windows, {
     read(call, i, values) {
       const { max, windowMs } = call.limits[i]!
-      const counts = windows.current(windowMs, call.now).counts
-      const cur = countIn(counts, windows.bound.keyIn(counts, stem(call, i)))
+      const group = windows.current(windowMs, call.now)
+      const cur = countIn(group.counts, windows.held(group, stem(call, i)), group.index)
       values.push(cur, cur)
       return cur + call.cost <= max
     },

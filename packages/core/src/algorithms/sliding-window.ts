@@ -31,9 +31,9 @@ function memory(windows: Windows): MemoryTwin {
     read(call, i, values) {
       const { max, windowMs: w } = call.limits[i]!
       const group = windows.current(w, call.now, true)
-      const key = windows.bound.keyIn(group.counts, stem(call, i))
-      const cur = countIn(group.counts, key)
-      const prev = countIn(group.previous, key)
+      const key = windows.held(group, stem(call, i))
+      const cur = countIn(group.counts, key, group.index)
+      const prev = countIn(group.previous, key, group.index - 1)
       const e = call.now - windowIndex(call.now, w) * w
       values.push(prev, cur)
       return prev * (w - e) + (cur + call.cost) * w <= max * w

@@ -4,21 +4,27 @@ import type { MemoryBound } from './memory-bound'
 import { LUA_REPLY, type MemoryTwin, TTL_MARGIN_MS } from './protocol'
 
 /**
- * One client's count in one window. The maps hold these rather than numbers, so counting a client
+ * One client's count `n` in window `w`. The maps hold these rather than numbers, so counting a client
  * already held is one lookup and one add (no second hashing to write the sum back), and a holder of
- * the cell (the limiter's own lookup of its clients, see counting.ts) counts without the map at all.
- * A cell is only ever changed in place: every holder reads the same count.
+ * the cell (the limiter's own lookup of its clients, see local-cells.ts) counts without the map at all.
+ * A cell is only ever changed in place: every holder reads the same count. A cell whose `w` is not the
+ * window being counted holds a count of an ended window, which reads as 0.
  */
 export interface Cell {
   n: number
+  w: number
 }
 
 /**
  * Counts per window length, for the two window algorithms and the batched fixed window of the memory
- * store. Each group holds only the current window (and, once a sliding window uses the length, the
- * previous one): when time reaches the next window the whole map is replaced, so expired counts are
- * freed in one step, without a timer or an expiry field per key. There is no LRU: a flood of new keys
- * costs memory for one window but can never evict, and so never reset, another client's count.
+ * store, without a timer or an expiry per key. A fixed window's map keeps each client's cell from one
+ * window to the next and sets it back to 0 at the client's first count in the new one, so a client
+ * that returns window after window costs one lookup, never a new entry in a growing map (issue 17:
+ * that insert was the memory store's largest cost with 10,000 clients). Cells of clients that did not
+ * return are dropped by the sweep (prune), by the first count of a full map in each window (`held`),
+ * and all at once when a window length goes unused for a whole window. Once a sliding window uses the
+ * length, the map is replaced at each window instead, the ended one kept as `previous`. There is no
+ * LRU: a flood of new keys costs memory but can never evict, and so never reset, another client's count.
  */
 export class Windows {
   private readonly groups = new Map<number, Group>()
@@ -33,13 +39,16 @@ export class Windows {
     const index = windowIndex(now, windowMs)
     let group = windowMs === this.lastMs ? this.last : this.groups.get(windowMs)
     if (group === undefined) {
-      group = { index, counts: new Map(), previous: EMPTY, sliding }
+      group = { index, counts: new Map(), previous: EMPTY, sliding, full: -1 }
       this.groups.set(windowMs, group)
     } else if (index > group.index) {
-      // The window ended: drop all its counts at once (keeping them one window for sliding windows).
-      group.previous = group.sliding && index === group.index + 1 ? group.counts : EMPTY
+      // The window ended. A sliding window's counts move to `previous` (for one window); a fixed
+      // window's cells stay, read as 0 until their client counts again (Cell.w).
+      if (group.sliding) {
+        group.previous = index === group.index + 1 ? group.counts : EMPTY
+        group.counts = new Map()
+      }
       group.index = index
-      group.counts = new Map()
     }
     // index < group.index happens only if the clock steps back; counting into the newest window
     // keeps the count conservative instead of reopening an old one.
@@ -50,20 +59,40 @@ export class Windows {
   }
 
   /**
+   * The key `key` is counted under in `group`'s current window: itself, or the shared overflow entry
+   * once the map holds `maxKeys` clients (memory-bound.ts). A full map first drops the cells of ended
+   * windows, once per window, so clients that left make room as they would have at a window's end.
+   */
+  held(group: Group, key: string): string {
+    const counts = group.counts
+    if (counts.size >= this.bound.maxKeys && group.full !== group.index && !counts.has(key)) {
+      group.full = group.index
+      dropEnded(group)
+    }
+    return this.bound.keyIn(counts, key)
+  }
+
+  /**
    * `key`'s cell in the window containing `now`, created at 0 when new; the shared overflow cell once
    * the map is full (memory-bound.ts). It holds the count of that window only: a holder must stop
    * using it when the window ends.
    */
   cell(key: string, windowMs: number, now: number): Cell {
-    const counts = this.current(windowMs, now).counts
+    const group = this.current(windowMs, now)
+    const counts = group.counts
     let cell = counts.get(key)
     if (cell === undefined) {
-      const held = this.bound.keyIn(counts, key)
+      const held = this.held(group, key)
       cell = held === key ? undefined : counts.get(held)
       if (cell === undefined) {
-        cell = { n: 0 }
+        cell = { n: 0, w: group.index }
         counts.set(held, cell)
+        return cell
       }
+    }
+    if (cell.w !== group.index) {
+      cell.n = 0
+      cell.w = group.index
     }
     return cell
   }
@@ -77,8 +106,8 @@ export class Windows {
 
   /** `key`'s count in the window containing `now`. */
   read(key: string, windowMs: number, now: number): number {
-    const counts = this.current(windowMs, now).counts
-    return countIn(counts, this.bound.keyIn(counts, key))
+    const group = this.current(windowMs, now)
+    return countIn(group.counts, this.held(group, key), group.index)
   }
 
   /**
@@ -94,7 +123,7 @@ export class Windows {
     const counts = index === group.index ? group.counts : index === group.index - 1 && group.previous !== EMPTY ? group.previous : undefined
     if (counts === undefined) return
     const cell = counts.get(this.bound.keyIn(counts, key))
-    if (cell !== undefined && cell.n > 0) cell.n -= Math.min(cell.n, cost)
+    if (cell !== undefined && cell.w === index && cell.n > 0) cell.n -= Math.min(cell.n, cost)
   }
 
   /**
@@ -103,12 +132,13 @@ export class Windows {
    */
   seed(key: string, windowMs: number, now: number, count: number, previous?: number): void {
     const group = this.current(windowMs, now, previous !== undefined)
-    if (group.index !== windowIndex(now, windowMs)) return // the clock stepped back: keep the newer window
-    const held = this.bound.keyIn(group.counts, key)
-    raise(group.counts, held, count)
-    if (previous !== undefined && previous > countIn(group.previous, held)) {
+    const index = group.index
+    if (index !== windowIndex(now, windowMs)) return // the clock stepped back: keep the newer window
+    const held = this.held(group, key)
+    raise(group.counts, held, count, index)
+    if (previous !== undefined && previous > countIn(group.previous, held, index - 1)) {
       if (group.previous === EMPTY) group.previous = new Map()
-      raise(group.previous, held, previous)
+      raise(group.previous, held, previous, index - 1)
     }
   }
 
@@ -122,7 +152,7 @@ export class Windows {
     if (previous !== undefined) previous.n = 0
   }
 
-  /** Drops every window that has ended by `now`. */
+  /** Drops every count of a window that has ended by `now`. */
   prune(now: number): void {
     for (const [windowMs, group] of this.groups) {
       const index = windowIndex(now, windowMs)
@@ -130,29 +160,46 @@ export class Windows {
         this.groups.delete(windowMs)
         if (this.lastMs === windowMs) this.lastMs = -1
       } else if (index === group.index + 1) {
+        // No count yet in the new window: every cell held is of an ended one.
         group.previous = group.sliding ? group.counts : EMPTY
         group.counts = new Map()
         group.index = index
+      } else if (!group.sliding) {
+        dropEnded(group)
       }
     }
   }
 
+  /** Clients with a count in a window that has not ended (as of the last count or prune). */
   get size(): number {
     let n = 0
-    for (const group of this.groups.values()) n += group.counts.size + group.previous.size
+    for (const group of this.groups.values()) {
+      for (const cell of group.counts.values()) if (cell.w === group.index) n++
+      for (const cell of group.previous.values()) if (cell.w === group.index - 1) n++
+    }
     return n
   }
 }
 
-/** The count held under `key` in `counts`, 0 when none is. */
-export function countIn(counts: ReadonlyMap<string, Cell>, key: string): number {
-  return counts.get(key)?.n ?? 0
+/** The count held under `key` for window `w` in `counts`, 0 when none is. */
+export function countIn(counts: ReadonlyMap<string, Cell>, key: string, w: number): number {
+  const cell = counts.get(key)
+  return cell !== undefined && cell.w === w ? cell.n : 0
 }
 
-function raise(counts: Map<string, Cell>, key: string, count: number): void {
+function raise(counts: Map<string, Cell>, key: string, count: number, w: number): void {
   const cell = counts.get(key)
-  if (cell === undefined) counts.set(key, { n: count })
-  else if (count > cell.n) cell.n = count
+  if (cell === undefined) counts.set(key, { n: count, w })
+  else if (cell.w !== w) {
+    cell.n = count
+    cell.w = w
+  } else if (count > cell.n) cell.n = count
+}
+
+/** Deletes the cells of `group`'s fixed window that count an ended window. */
+function dropEnded(group: Group): void {
+  const { counts, index } = group
+  for (const [key, cell] of counts) if (cell.w !== index) counts.delete(key)
 }
 
 export interface Group {
@@ -161,6 +208,8 @@ export interface Group {
   /** Counts of window index − 1, kept only once a sliding-window limit uses this window length. */
   previous: Map<string, Cell>
   sliding: boolean
+  /** The window in which the map last filled up and dropped its ended cells (`held`). */
+  full: number
 }
 
 const EMPTY: Map<string, Cell> = new Map()
