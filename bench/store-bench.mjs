@@ -17,6 +17,10 @@
 //   floor-direct   the same commands as ioredis Commands through client.sendCommand into one write,
 //               as Tollgate sends them on a standalone client (packages/core/src/stores/redis-direct.ts):
 //               the cheapest way to send this transaction through ioredis that this bench knows
+//   floor-raw      the same bytes on a socket of its own (node:net), no client library: the replies read
+//               by a parser that knows only this transaction's shape. Not a usable client (no reconnect,
+//               auth, TLS or error recovery); it shows what this transaction costs in Node at all, so
+//               that what ioredis adds on top of it (floor-direct) can be told apart (issue 17)
 // With --baseline DIR (a built checkout of Tollgate), tollgate and tollgate-nobatch each get a twin,
 // tollgate@base and tollgate-nobatch@base: the same RedisStore from DIR's @tollgate/core, measured in
 // the same interleaved cycles, and a before/after table of their ratios to plain is printed.
@@ -24,6 +28,7 @@
 import { execFileSync } from 'node:child_process'
 import { existsSync, writeFileSync } from 'node:fs'
 import { join, resolve } from 'node:path'
+import net from 'node:net'
 import { parseArgs } from 'node:util'
 import { BASE_SUFFIX, describeTree, importFrom } from './lib/baseline.mjs'
 import { canPin, checkTools, cpuMicros, deadline, installSignalHandlers, shutdown, startRedis } from './lib/procs.mjs'
@@ -50,7 +55,7 @@ if (values.help) {
   --callers N        concurrent async callers (default 200)       BENCH_CALLERS
   --keys N           distinct keys (default 10000)                BENCH_KEYS
   --window-ms MS     fixed window length (default 1000)
-  --variants LIST    plain,tollgate,tollgate-nobatch,floor,floor-chained,floor-direct (default all)
+  --variants LIST    plain,tollgate,tollgate-nobatch,floor,floor-chained,floor-direct,floor-raw (default all)
   --json PATH        also write the raw numbers as JSON
   --baseline DIR     before/after: also run tollgate and tollgate-nobatch with the RedisStore
                      of DIR's @tollgate/core (a built checkout), as <variant>@base   BENCH_BASELINE
@@ -65,7 +70,7 @@ const cfg = {
   callers: Number(values.callers ?? env.BENCH_CALLERS ?? 200),
   keys: Number(values.keys ?? env.BENCH_KEYS ?? 10000),
   windowMs: Number(values['window-ms'] ?? 1000),
-  variants: (values.variants ?? 'plain,tollgate,tollgate-nobatch,floor,floor-chained,floor-direct').split(',').map((s) => s.trim()),
+  variants: (values.variants ?? 'plain,tollgate,tollgate-nobatch,floor,floor-chained,floor-direct,floor-raw').split(',').map((s) => s.trim()),
 }
 const baselineDir = values.baseline ?? env.BENCH_BASELINE ?? ''
 if (baselineDir) {
@@ -105,7 +110,7 @@ try {
   core = null
   coreWhy = `@tollgate/core is not usable (${err.code ?? err.message}): run \`npm run build\` (and \`npm install\` if node_modules/@tollgate/core is missing)`
 }
-let variants = cfg.variants.filter((v) => ['plain', 'tollgate', 'tollgate-nobatch', 'floor', 'floor-chained', 'floor-direct'].includes(v))
+let variants = cfg.variants.filter((v) => ['plain', 'tollgate', 'tollgate-nobatch', 'floor', 'floor-chained', 'floor-direct', 'floor-raw'].includes(v))
 let baseCore = null
 let baseWhy = null
 let trees = null
@@ -162,6 +167,7 @@ for (const v of variants) {
  * MULTI/EXEC with INCRBY + PEXPIRE per key, at most 64 keys (Tollgate's MAX_BATCH_KEYS) per transaction.
  */
 function floorMaker(client, prefix, ttl, how) {
+  const raw = how === 'raw' ? rawConnection(redis.url) : undefined
   let keys = []
   let waiting = []
   let scheduled = false
@@ -174,6 +180,7 @@ function floorMaker(client, prefix, ttl, how) {
     waiting = []
     let reply
     if (how === 'direct') reply = sendDirect(client, batchKeys, ttlArg)
+    else if (how === 'raw') reply = raw.send(batchKeys, ttlArg)
     else if (how === 'chained') {
       const m = client.multi()
       for (const k of batchKeys) m.incrby(k, '1').pexpire(k, ttlArg)
@@ -229,6 +236,53 @@ function sendDirect(client, keys, ttlArg) {
   const exec = new Command('exec')
   client.sendCommand(exec, stream)
   return exec.promise.then((replies) => replies.map((r) => (r instanceof Error ? [r, null] : [null, r])))
+}
+
+/**
+ * floor-raw's connection: MULTI, INCRBY + PEXPIRE per key, EXEC written as RESP on a socket of its
+ * own, and the replies read line by line. Every reply of this transaction is one line: +OK, a
+ * +QUEUED per command, then EXEC's array header and an integer per command; the INCRBY counts are
+ * the even ones after the header. A line starting with "-" (an error) fails the transaction.
+ */
+function rawConnection(url) {
+  const { hostname, port } = new URL(url)
+  const socket = net.connect(Number(port), hostname)
+  socket.setNoDelay(true)
+  socket.setEncoding('latin1')
+  socket.on('error', () => {})
+  const queue = [] // transactions sent, oldest first: { keys, lines, resolve, reject, pairs, failed }
+  let buffer = ''
+  socket.on('data', (chunk) => {
+    buffer += chunk
+    let at = 0
+    for (;;) {
+      const end = buffer.indexOf('\r\n', at)
+      if (end < 0) break
+      const t = queue[0]
+      const line = t.lines++
+      const k = t.keys
+      if (buffer.charCodeAt(at) === 45) t.failed ??= new Error(buffer.slice(at + 1, end))
+      else if (line > 2 * k + 1 && (line - 2 * k - 2) % 2 === 0) t.pairs.push([null, Number(buffer.slice(at + 1, end))], [null, 1])
+      at = end + 2
+      if (t.lines === 4 * k + 2) {
+        queue.shift()
+        if (t.failed) t.reject(t.failed)
+        else t.resolve(t.pairs)
+      }
+    }
+    buffer = at === buffer.length ? '' : buffer.slice(at)
+  })
+  const bulk = (s) => `$${s.length}\r\n${s}\r\n`
+  return {
+    send(keys, ttlArg) {
+      let out = '*1\r\n$5\r\nMULTI\r\n'
+      for (const key of keys) out += `*3\r\n$6\r\nINCRBY\r\n${bulk(key)}$1\r\n1\r\n*3\r\n$7\r\nPEXPIRE\r\n${bulk(key)}${bulk(ttlArg)}`
+      out += '*1\r\n$4\r\nEXEC\r\n'
+      socket.write(out)
+      return new Promise((resolve, reject) => queue.push({ keys: keys.length, lines: 0, resolve, reject, pairs: [], failed: undefined }))
+    },
+    close: () => socket.destroy(),
+  }
 }
 
 function parseInfo(text) {
