@@ -14,7 +14,7 @@ import {
   type StoreResult,
 } from '../types'
 import { CallParts } from './call-parts'
-import { LocalCells } from './local-cells'
+import { type Entry, LocalCells } from './local-cells'
 import { Lockout } from './lockout'
 import type { Resilience } from './resilience'
 import type { Telemetry } from './telemetry'
@@ -49,6 +49,11 @@ export class Counting<Req> {
   private readonly lockout: Lockout
   /** The memory store's cells of this limiter's clients (local-cells.ts); unset for other stores and with refunds. */
   private readonly cells: LocalCells | undefined
+  /**
+   * On the fast path of a remote store with the fallback: each client's store key and its cell in the
+   * fallback's mirror of the store's counts (resilience.ts, mirrorCount), one lookup for both.
+   */
+  private readonly mirror: LocalCells | undefined
 
   constructor(
     private readonly config: Config<Req>,
@@ -64,6 +69,10 @@ export class Counting<Req> {
     this.parts = new CallParts(config as Config<unknown>, algorithm)
     // Refunds keep each decision's call, which needs the store key: they take the increment path.
     this.cells = this.fast && !this.refunds ? LocalCells.of(config.store, this.parts) : undefined
+    this.mirror =
+      this.fast && this.remote && !this.refunds && config.onStoreError === 'fallback'
+        ? LocalCells.of(resilience.fallback, this.parts)
+        : undefined
     this.lockout = new Lockout(config as Config<unknown>, this, this.parts, telemetry, emit)
   }
 
@@ -134,6 +143,7 @@ export class Counting<Req> {
   forget(clientKey: string, max: number): MaybePromise<void> {
     this.over.delete(clientKey)
     this.cells?.forget(clientKey)
+    this.mirror?.forget(clientKey)
     const call = this.parts.call(clientKey, this.parts.limitsFor(this.parts.limitFor(max)), 0, this.config.clock())
     return this.telemetry.timed('forget', call.storeKey, () => this.config.store.forget(call))
   }
@@ -181,14 +191,15 @@ export class Counting<Req> {
         if (cells?.current && started < 0 && source === 'store' && limit.keyed !== true) {
           return this.fromCount(clientKey, undefined, cells.add(clientKey, cost, limit.windowMs, now), limit, cost, now, source)
         }
-        const key = this.parts.fastKey(clientKey, limit)
+        const entry = source === 'store' && limit.keyed !== true ? this.mirror?.entry(clientKey) : undefined
+        const key = entry !== undefined ? entry.key : this.parts.fastKey(clientKey, limit)
         let counted = store.increment!(key, cost, limit.windowMs, now)
         if (started >= 0) {
           counted = this.telemetry.settle('increment', key, started, counted)
           started = -1
         }
-        if (!isThenable(counted)) return this.fromCount(clientKey, key, counted, limit, cost, now, source)
-        return this.settled(counted, undefined, key, clientKey, limit, cost, now, source)
+        if (!isThenable(counted)) return this.fromCount(clientKey, key, counted, limit, cost, now, source, entry)
+        return this.settled(counted, undefined, key, clientKey, limit, cost, now, source, entry)
       }
       const call = this.parts.call(clientKey, this.parts.limitsFor(limit), cost, now)
       let result = store.admit(call)
@@ -215,13 +226,14 @@ export class Counting<Req> {
     cost: number,
     now: number,
     source: DecisionSource,
+    entry?: Entry,
   ): Promise<Decision> {
     const failed = source === 'store' && this.remote ? (error: unknown) => this.failed(error, clientKey, limit, cost, now) : undefined
     if (call !== undefined) return (answer as Promise<StoreResult>).then((r) => this.fromResult(call, r, clientKey, source), failed)
-    return (answer as Promise<number>).then((n) => this.fromCount(clientKey, key, n, limit, cost, now, source), failed)
+    return (answer as Promise<number>).then((n) => this.fromCount(clientKey, key, n, limit, cost, now, source, entry), failed)
   }
 
-  /** The fast path's decision from the count INCRBY returned (`key` unset for a cached verdict). */
+  /** The fast path's decision from the count INCRBY returned (`key` unset for a cached verdict; `entry`, the client's mirror entry). */
   private fromCount(
     clientKey: string,
     key: string | undefined,
@@ -230,12 +242,16 @@ export class Counting<Req> {
     cost: number,
     now: number,
     source: DecisionSource,
+    entry?: Entry,
   ): Decision {
     const { max, windowMs } = limit
     if (source === 'store' && this.remote && key !== undefined) {
       const r = this.resilience
       if (r.degraded) r.answered(key)
-      count = r.mirrorCount(key, windowMs, now, count, cost)
+      count =
+        entry !== undefined
+          ? r.mirrorInto(this.mirror!.cellOf(entry, windowMs, now), key, windowMs, now, count, cost)
+          : r.mirrorCount(key, windowMs, now, count, cost)
       // Only cache a verdict for the window it was made in; a reply can arrive after the edge.
       if (count > max && !this.refunds && limit.keyed !== true && windowIndex(now, windowMs) === this.overWindow)
         this.over.set(clientKey, count)

@@ -6,11 +6,15 @@ import type { CallParts } from './call-parts'
 const MAX_CELLS = 32_768
 
 /** One client's entry: its store key, built once, and its cell in the window of generation `gen`. */
-interface Entry {
+export interface Entry {
   readonly key: string
-  cell: { n: number }
+  /** `w`: the window the store's cell counts, where the store says (the MemoryStore's cells do). */
+  cell: { n: number; readonly w?: number }
   gen: number
 }
+
+/** The cell of an entry not yet given one (its `gen` is never current). */
+const NO_CELL = { n: 0, w: -1 }
 
 /**
  * The memory store's cells (Store.cell) of one limiter's clients, by client key: counting a client
@@ -18,7 +22,8 @@ interface Entry {
  * An entry outlives its window: at a client's first request in a new window it takes the store's
  * cell for that window under the key it keeps, so a client that returns window after window costs
  * one store lookup per window, and no new entry or store key. At most MAX_CELLS entries; past it the
- * map starts over.
+ * map starts over. On a Redis store the same entries hold each client's store key and its cell in the
+ * fallback's mirror of Redis's counts (counting.ts), so a request looks its client up once for both.
  */
 export class LocalCells {
   private entries = new Map<string, Entry>()
@@ -53,6 +58,27 @@ export class LocalCells {
 
   /** Adds `cost` to the client's cell in the window containing `now`; the count after it. */
   add(clientKey: string, cost: number, windowMs: number, now: number): number {
+    const cell = this.cellOf(this.entry(clientKey), windowMs, now)
+    cell.n += cost
+    return cell.n
+  }
+
+  /** The client's entry, made with its store key at its first request (its cell is fetched by `cellOf`). */
+  entry(clientKey: string): Entry {
+    let entry = this.entries.get(clientKey)
+    if (entry === undefined) {
+      if (this.entries.size >= MAX_CELLS) this.entries = new Map()
+      entry = { key: this.parts.storeKey(clientKey), cell: NO_CELL, gen: -1 }
+      this.entries.set(clientKey, entry)
+    }
+    return entry
+  }
+
+  /**
+   * The entry's cell in the store for the window containing `now`: the one it holds while the window
+   * is the one it was taken in, else the store's again.
+   */
+  cellOf(entry: Entry, windowMs: number, now: number): Entry['cell'] {
     const index = windowIndex(now, windowMs)
     if (index !== this.index) {
       // Another window, or after a clock step back an earlier one: every cell held is stale (the store
@@ -60,19 +86,11 @@ export class LocalCells {
       this.index = index
       this.gen++
     }
-    let entry = this.entries.get(clientKey)
-    if (entry === undefined) {
-      if (this.entries.size >= MAX_CELLS) this.entries = new Map()
-      const key = this.parts.storeKey(clientKey)
-      entry = { key, cell: this.store.cell!(key, windowMs, now), gen: this.gen }
-      this.entries.set(clientKey, entry)
-    } else if (entry.gen !== this.gen) {
+    if (entry.gen !== this.gen) {
       entry.cell = this.store.cell!(entry.key, windowMs, now)
       entry.gen = this.gen
     }
-    const cell = entry.cell
-    cell.n += cost
-    return cell.n
+    return entry.cell
   }
 
   forget(clientKey: string): void {

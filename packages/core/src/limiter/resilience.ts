@@ -1,5 +1,6 @@
 import type { Algorithm } from '../algorithms'
 import { describeValue } from '../errors'
+import { windowIndex } from '../keys'
 import type { Config } from '../options/parse-options'
 import { MemoryStore } from '../stores/memory-store'
 import type { LimitSpec, StoreCall, StoreResult } from '../types'
@@ -119,6 +120,17 @@ export class Resilience {
       if (local > count) count = local
     }
     store.seedCount(key, windowMs, now, count)
+    return count
+  }
+
+  /**
+   * `mirrorCount` with the fallback's cell for `key` already in hand (the limiter's entry for the
+   * client, counting.ts), when the cell counts the window containing `now`; otherwise by key.
+   */
+  mirrorInto(cell: { n: number; readonly w?: number }, key: string, windowMs: number, now: number, count: number, cost: number): number {
+    if (cell.w !== windowIndex(now, windowMs)) return this.mirrorCount(key, windowMs, now, count, cost)
+    if (now - this.fellBackAt < windowMs && cell.n + cost > count) count = cell.n + cost
+    if (count > cell.n) cell.n = count
     return count
   }
 
