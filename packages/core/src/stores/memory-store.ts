@@ -7,9 +7,10 @@ import type { AlgorithmName, Logger, Store, StoreCall, StoreResult } from '../ty
 
 export interface MemoryStoreOptions {
   /**
-   * How often stale windows are dropped when no request arrives to do it, in ms. One timer per
-   * store (unref'd, so it never keeps the process alive), never one per key. 0 turns the sweep off
-   * (windows are then still replaced when a request reaches the next one).
+   * How often the counts of ended windows are dropped, in ms. One timer per store (unref'd, so it
+   * never keeps the process alive), never one per key. 0 turns the sweep off: a client's count is
+   * still set back to 0 at its first request in a new window, and the counts of clients that stopped
+   * coming are then dropped only once a map holds `maxKeys` clients.
    * @default 5000
    */
   sweepIntervalMs?: number
