@@ -16,6 +16,7 @@ import {
 import { CallParts } from './call-parts'
 import { type Entry, LocalCells } from './local-cells'
 import { Lockout } from './lockout'
+import { OverLimit } from './over-limit'
 import type { Resilience } from './resilience'
 import type { Telemetry } from './telemetry'
 
@@ -32,13 +33,8 @@ export class Counting<Req> {
   /** The store is not in this process: it has a deadline, can fail, and the over-limit cache applies. */
   private readonly remote: boolean
   private readonly refunds: boolean
-  /**
-   * Clients already over the limit in window `overWindow`, with the count the store last returned.
-   * Keyed by client key, not store key: the prefix is this limiter's own, so the two are one to one,
-   * and a flood of refusals then never builds a store key string.
-   */
-  private readonly over = new Map<string, number>()
-  private overWindow = -1
+  /** Clients already over the limit in this window (over-limit.ts). */
+  private readonly over = new OverLimit()
   /** The store call behind each admitted decision, for refunds. */
   private readonly calls = new WeakMap<Decision, StoreCall>()
   /** Decisions already refunded: a second refund of one changes nothing. */
@@ -93,16 +89,8 @@ export class Counting<Req> {
     const { max } = limit
     if (this.remote) {
       if (this.fast && limit.keyed !== true) {
-        const index = windowIndex(now, c.windowMs)
-        if (index !== this.overWindow) {
-          // A new window: every "over" verdict of the last one is void.
-          if (this.over.size > 0) this.over.clear()
-          this.overWindow = index
-        }
-        // Within one fixed window a count only grows, so a client seen over the limit stays over it
-        // until the window ends: answer without a round trip.
-        // (Off with refunds: a refund elsewhere can bring a count back under the limit.)
-        const known = this.refunds ? undefined : this.over.get(clientKey)
+        // Off with refunds: a refund elsewhere can bring a count back under the limit.
+        const known = this.refunds ? undefined : this.over.known(clientKey, windowIndex(now, c.windowMs))
         if (known !== undefined && known + cost > max) return this.fromCount(clientKey, undefined, known + cost, limit, cost, now, 'cache')
       }
       if (this.resilience.degraded && this.resilience.isOpen(this.parts.storeKey(clientKey), now))
@@ -141,7 +129,7 @@ export class Counting<Req> {
 
   /** Forgets everything counted for `clientKey` (in the current window, for the window algorithms). */
   forget(clientKey: string, max: number): MaybePromise<void> {
-    this.over.delete(clientKey)
+    this.over.forget(clientKey)
     this.cells?.forget(clientKey)
     this.mirror?.forget(clientKey)
     const call = this.parts.call(clientKey, this.parts.limitsFor(this.parts.limitFor(max)), 0, this.config.clock())
@@ -161,7 +149,7 @@ export class Counting<Req> {
     this.refunded.add(decision)
     this.calls.delete(decision)
     // The count may fall back under the limit: the cached "over" verdict no longer holds.
-    this.over.delete(decision.key)
+    this.over.forget(decision.key)
     try {
       await (decision.source === 'fallback'
         ? this.resilience.fallback.refund(call)
@@ -252,9 +240,7 @@ export class Counting<Req> {
         entry !== undefined
           ? r.mirrorInto(this.mirror!.cellOf(entry, windowMs, now), key, windowMs, now, count, cost)
           : r.mirrorCount(key, windowMs, now, count, cost)
-      // Only cache a verdict for the window it was made in; a reply can arrive after the edge.
-      if (count > max && !this.refunds && limit.keyed !== true && windowIndex(now, windowMs) === this.overWindow)
-        this.over.set(clientKey, count)
+      if (count > max && !this.refunds && limit.keyed !== true) this.over.remember(clientKey, count, windowIndex(now, windowMs))
     }
     const decision = decide(fixedWindow, limit, count - cost, count, count <= max, cost, now, clientKey, source)
     if (this.refunds && decision.allowed && key !== undefined) {
