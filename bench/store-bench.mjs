@@ -10,6 +10,8 @@
 //   plain       client.multi().incrby(key, 1).pexpire(key, ttl).exec() per decision (the textbook way)
 //   tollgate    Tollgate's RedisStore.increment() (default options: batching on)
 //   tollgate-nobatch  RedisStore with { batch: false }: one MULTI/EXEC round trip per decision
+//   tollgate-client   RedisStore with { ownConnection: false }: the transactions written through the client's
+//               connection (redis-direct.ts) instead of the store's own (redis-wire.ts)
 //   floor       the ioredis floor: the same transactions Tollgate sends (the decisions of one event-loop
 //               turn, up to 64 keys, in one MULTI with INCRBY + PEXPIRE per key), issued by hand with
 //               nothing else: no merging, no deadline, one resolve per decision, through multi([...])
@@ -55,7 +57,7 @@ if (values.help) {
   --callers N        concurrent async callers (default 200)       BENCH_CALLERS
   --keys N           distinct keys (default 10000)                BENCH_KEYS
   --window-ms MS     fixed window length (default 1000)
-  --variants LIST    plain,tollgate,tollgate-nobatch,floor,floor-chained,floor-direct,floor-raw (default all)
+  --variants LIST    plain,tollgate,tollgate-nobatch,tollgate-client,floor,floor-chained,floor-direct,floor-raw (default all)
   --json PATH        also write the raw numbers as JSON
   --baseline DIR     before/after: also run tollgate and tollgate-nobatch with the RedisStore
                      of DIR's @tollgate/core (a built checkout), as <variant>@base   BENCH_BASELINE
@@ -70,7 +72,7 @@ const cfg = {
   callers: Number(values.callers ?? env.BENCH_CALLERS ?? 200),
   keys: Number(values.keys ?? env.BENCH_KEYS ?? 10000),
   windowMs: Number(values['window-ms'] ?? 1000),
-  variants: (values.variants ?? 'plain,tollgate,tollgate-nobatch,floor,floor-chained,floor-direct,floor-raw').split(',').map((s) => s.trim()),
+  variants: (values.variants ?? 'plain,tollgate,tollgate-nobatch,tollgate-client,floor,floor-chained,floor-direct,floor-raw').split(',').map((s) => s.trim()),
 }
 const baselineDir = values.baseline ?? env.BENCH_BASELINE ?? ''
 if (baselineDir) {
@@ -110,7 +112,7 @@ try {
   core = null
   coreWhy = `@tollgate/core is not usable (${err.code ?? err.message}): run \`npm run build\` (and \`npm install\` if node_modules/@tollgate/core is missing)`
 }
-let variants = cfg.variants.filter((v) => ['plain', 'tollgate', 'tollgate-nobatch', 'floor', 'floor-chained', 'floor-direct', 'floor-raw'].includes(v))
+let variants = cfg.variants.filter((v) => ['plain', 'tollgate', 'tollgate-nobatch', 'tollgate-client', 'floor', 'floor-chained', 'floor-direct', 'floor-raw'].includes(v))
 let baseCore = null
 let baseWhy = null
 let trees = null
@@ -157,9 +159,18 @@ for (const v of variants) {
     const store = new (base ? baseCore : core).RedisStore({
       client,
       ...(v.startsWith('tollgate-nobatch') ? { batch: false } : {}),
+      ...(v.startsWith('tollgate-client') ? { ownConnection: false } : {}),
     })
+    // The store's own connection opens once the client is ready: measure from when it is in use.
+    if (!base) await waitForOwnConnection(admin)
     makers[v] = (i) => store.increment(`bench:${v}:{k${i}}`, 1, cfg.windowMs, Date.now())
   }
+}
+
+/** Waits (at most 2 s) until a store's own connection shows in CLIENT LIST, named `tollgate`. */
+async function waitForOwnConnection(admin) {
+  const until = Date.now() + 2000
+  while (Date.now() < until && !/ name=tollgate /.test(await admin.client('LIST'))) await new Promise((r) => setTimeout(r, 10))
 }
 
 /**

@@ -142,6 +142,8 @@ describe('RedisStore options', () => {
     ['batch', 'yes', '"yes" (string)'],
     ['batch', 1, '1 (number)'],
     ['batch', null, 'null'],
+    ['ownConnection', 'false', '"false" (string)'],
+    ['ownConnection', 0, '0 (number)'],
   ]
 
   it.each(bad)('rejects %s = %p, naming the option and the value', (option, value, got) => {
@@ -161,7 +163,9 @@ describe('RedisStore options', () => {
     const error = thrown(() => new RedisStore({ client, [option]: value } as never))
     expect(error).toBeInstanceOf(TollgateError)
     expect(error?.code).toBe('TG_UNKNOWN_OPTION')
-    expect(error?.message).toBe(`Unknown RedisStore option "${option}"; known options: client, timeout, batch [TG_UNKNOWN_OPTION]`)
+    expect(error?.message).toBe(
+      `Unknown RedisStore option "${option}"; known options: client, timeout, batch, ownConnection [TG_UNKNOWN_OPTION]`,
+    )
   })
 
   it.each([
@@ -182,7 +186,8 @@ describe('RedisStore options', () => {
     ['only a client', {}, 50],
     ['a duration string timeout and batching off', { timeout: '2s', batch: false }, 2000],
     ['a timeout in ms and batching on', { timeout: 100, batch: true }, 100],
-    ['undefined values (the defaults)', { timeout: undefined, batch: undefined }, 50],
+    ['undefined values (the defaults)', { timeout: undefined, batch: undefined, ownConnection: undefined }, 50],
+    ['its own connection off', { ownConnection: false }, 50],
   ]
   it.each(valid)('accepts %s', (_name, options, timeoutMs) => {
     const store = new RedisStore({ client, ...options })

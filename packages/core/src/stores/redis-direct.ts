@@ -37,7 +37,7 @@ export interface CommandLike {
   readonly promise: Promise<unknown>
 }
 
-type Callback = (error: Error | null, value?: unknown) => void
+export type Callback = (error: Error | null, value?: unknown) => void
 type CommandClass = new (name: string, args: string[], options?: { keyPrefix?: string }, callback?: Callback) => CommandLike
 
 /** The standalone ioredis client this writer sends on. */
@@ -87,7 +87,7 @@ function ioredisMulti(client: object): unknown {
   return (client as Record<string, unknown>).sendCommand === proto.sendCommand ? multi : undefined
 }
 
-export class DirectWriter {
+export class DirectWriter implements TransactionSender {
   private readonly prefixed: { keyPrefix: string } | undefined
 
   private constructor(
@@ -118,7 +118,7 @@ export class DirectWriter {
   }
 
   transaction(): RedisTransactionLike {
-    return new DirectTransaction(this)
+    return transactionOn(this)
   }
 
   /** Sends MULTI, `commands`, EXEC in one write; EXEC's command promise. */
@@ -190,6 +190,20 @@ class TransactionStream {
 }
 
 /**
+ * What sends one fixed-window transaction: MULTI, then INCRBY and PEXPIRE per key of `commands` (as
+ * [cost, key, ttl] each), then EXEC. `onQueued` hears each reply to a queued command; the promise is
+ * EXEC's reply, an array of the commands' replies (an Error for one that failed).
+ */
+export interface TransactionSender {
+  send(commands: string[], onQueued: Callback): Promise<unknown>
+}
+
+/** A transaction for the batcher that `sender` sends (DirectWriter on ioredis, WireConnection on its own socket). */
+export function transactionOn(sender: TransactionSender): RedisTransactionLike {
+  return new DirectTransaction(sender)
+}
+
+/**
  * One transaction for the batcher (RedisTransactionLike): the keys collected, sent at exec(). A PEXPIRE
  * always follows its key's INCRBY (addFixedWindow), so each key is kept once, as [cost, key, ttl].
  */
@@ -198,7 +212,7 @@ class DirectTransaction implements RedisTransactionLike {
   /** Commands Redis refused while queueing, for EXECABORT's previousErrors. */
   private refused: Error[] | undefined
 
-  constructor(private readonly writer: DirectWriter) {}
+  constructor(private readonly writer: TransactionSender) {}
 
   incrby(key: string, increment: string): RedisTransactionLike {
     this.commands.push(increment, key, '')

@@ -10,6 +10,7 @@ import { DirectWriter } from './redis-direct'
 import { isNodeRedis, type NodeRedisClientLike, type NodeRedisClusterLike, nodeRedisAdapter } from './redis-node'
 import { followRedirects } from './redis-redirects'
 import { clusterNodeOf } from './redis-slots'
+import { WireConnection } from './redis-wire'
 
 /**
  * The part of an ioredis client (`Redis` or `Cluster`) this store uses. Declared structurally so
@@ -50,9 +51,20 @@ export interface RedisStoreOptions {
    * @default true
    */
   batch?: boolean
+  /**
+   * With a standalone ioredis client: send the fixed window's transactions on one connection of the
+   * store's own, opened to the same server with the client's settings (host and port or path, TLS,
+   * username and password, db) while the client is ready, and closed with it. It reads the replies
+   * itself instead of through ioredis's per-command objects, which with many clients is most of what
+   * Redis costs this process (issue 17). Whenever that connection is not ready, or a tracer listens
+   * to ioredis, the transactions go through the client as they do with `false`. Redis then counts one
+   * more connection per process, named `tollgate`. Off, every command goes through the client.
+   * @default true
+   */
+  ownConnection?: boolean
 }
 
-const OPTION_KEYS = ['client', 'timeout', 'batch']
+const OPTION_KEYS = ['client', 'timeout', 'batch', 'ownConnection']
 /** How long a fresh store's calls may wait for the client's first connection (see deadline()). */
 const COLD_START_MS = 1000
 const CLIENT_METHODS = ['multi', 'del', 'defineCommand'] as const
@@ -94,13 +106,13 @@ export class RedisStore implements Store {
     const [client, nodeOfKey] = checkClient(options.client)
     this.nodeOfKey = nodeOfKey
     if (options.batch !== undefined && typeof options.batch !== 'boolean') throw invalidOption('batch', 'true or false', options.batch)
+    if (options.ownConnection !== undefined && typeof options.ownConnection !== 'boolean')
+      throw invalidOption('ownConnection', 'true or false', options.ownConnection)
     this.client = client
     this.timeoutMs = options.timeout === undefined ? 50 : parseDuration('timeout', options.timeout)
     this.causes = watchClient(client)
-    // A standalone ioredis client's transactions go straight onto its connection (redis-direct.ts).
-    const direct = DirectWriter.of(client)
     this.batcher = new FixedWindowBatcher(
-      direct === undefined ? () => client.multi() : () => (direct.usable ? direct.transaction() : client.multi()),
+      transactions(client, options.ownConnection !== false),
       this.timeoutMs,
       options.batch === false,
       client.isCluster === true,
@@ -202,6 +214,19 @@ export class RedisStore implements Store {
     if (typeof fn === 'function') return fn.bind(this.client)
     return () => Promise.reject(new TollgateError(`the client's defineCommand() did not define ${name}`, 'TG_STORE_ERROR'))
   }
+}
+
+/**
+ * Where the fixed window's transactions go: on a standalone ioredis client, the store's own connection
+ * while it is usable (redis-wire.ts), else straight onto the client's (redis-direct.ts), else, when
+ * something changed `multi` since (a spy, a tracer of batches), through `client.multi()`.
+ */
+function transactions(client: RedisClientLike, ownConnection: boolean): () => RedisTransactionLike {
+  const direct = DirectWriter.of(client)
+  if (direct === undefined) return () => client.multi()
+  const wire = ownConnection ? WireConnection.of(client) : undefined
+  if (wire === undefined) return () => (direct.usable ? direct.transaction() : client.multi())
+  return () => (!direct.usable ? client.multi() : wire.usable ? wire.transaction() : direct.transaction())
 }
 
 const SUPPORTED_CLIENTS =
