@@ -1,12 +1,9 @@
-import { execFileSync } from 'node:child_process'
 import { randomUUID } from 'node:crypto'
-import { mkdtempSync, rmSync } from 'node:fs'
-import { tmpdir } from 'node:os'
-import { join } from 'node:path'
 import { type AlgorithmName, Limiter, RedisStore } from '@tollgate/core'
 import { Redis } from 'ioredis'
 import { keysWithoutTtl, quitClient, testPrefix } from '../harness/redis'
-import { getFreePort, type RedisServer, startRedisServer } from '../harness/redis-server'
+import { type RedisServer, startRedisServer } from '../harness/redis-server'
+import { startTlsRedisServer, type TlsRedisServer } from '../harness/redis-tls'
 
 // Issue 12: a failure's real cause is what the log names: OOM when Redis is full (not only
 // "EXECABORT"), the certificate error when TLS fails (not only "did not answer within 50 ms"); and an
@@ -101,49 +98,15 @@ describe('eviction policy', () => {
 })
 
 describe('TLS with a certificate the client does not trust', () => {
+  let server: TlsRedisServer
   let redis: RedisServer
   let tlsPort: number
-  let dir: string
   beforeAll(async () => {
-    dir = mkdtempSync(join(tmpdir(), 'tollgate-tls-'))
-    execFileSync(
-      'openssl',
-      [
-        'req',
-        '-x509',
-        '-newkey',
-        'rsa:2048',
-        '-nodes',
-        '-keyout',
-        join(dir, 'key.pem'),
-        '-out',
-        join(dir, 'cert.pem'),
-        '-days',
-        '1',
-        '-subj',
-        '/CN=127.0.0.1',
-      ],
-      { stdio: 'ignore' },
-    )
-    tlsPort = await getFreePort()
-    redis = await startRedisServer({
-      extraArgs: () => [
-        '--tls-port',
-        String(tlsPort),
-        '--tls-cert-file',
-        join(dir, 'cert.pem'),
-        '--tls-key-file',
-        join(dir, 'key.pem'),
-        '--tls-ca-cert-file',
-        join(dir, 'cert.pem'),
-        '--tls-auth-clients',
-        'no',
-      ],
-    })
+    server = await startTlsRedisServer('127.0.0.1')
+    ;({ redis, tlsPort } = server)
   })
   afterAll(async () => {
-    await redis?.stop()
-    rmSync(dir, { recursive: true, force: true })
+    await server?.stop()
   })
 
   it('names the certificate error, not only the deadline', async () => {

@@ -1,8 +1,10 @@
 import { tracingChannel } from 'node:diagnostics_channel'
+import { readFileSync } from 'node:fs'
 import { RedisStore } from '@tollgate/core'
 import { Redis } from 'ioredis'
 import { ReplyReader, WireReplyError } from '../../packages/core/src/stores/redis-wire'
 import { type RedisServer, startRedisServer } from '../harness/redis-server'
+import { startTlsRedisServer, type TlsRedisServer } from '../harness/redis-tls'
 
 // On a standalone ioredis client the store sends the fixed window's transactions on a connection of
 // its own (packages/core/src/stores/redis-wire.ts), named `tollgate`. These tests find that connection
@@ -258,6 +260,35 @@ describe("RedisStore's own connection", () => {
     } finally {
       traced.unsubscribe(handlers)
       client.disconnect()
+    }
+  })
+})
+
+describe('on a TLS client', () => {
+  let server: TlsRedisServer
+  beforeAll(async () => {
+    server = await startTlsRedisServer('localhost')
+  })
+  afterAll(async () => {
+    await server?.stop()
+  })
+
+  it("opens its connection with the client's TLS options (plain TCP to that port would never be ready)", async () => {
+    const tls = { ca: readFileSync(server.certFile), servername: 'localhost', checkServerIdentity: () => undefined }
+    const client = new Redis({ host: '127.0.0.1', port: server.tlsPort, tls })
+    const tlsAdmin = new Redis(server.redis.url)
+    try {
+      const store = new RedisStore({ client, timeout: '2s' })
+      const named = async () => ((await tlsAdmin.client('LIST')) as string).split('\n').filter((line) => line.includes(' name=tollgate '))
+      const until = Date.now() + 5000
+      while ((await named()).length === 0 && Date.now() < until) await new Promise((resolve) => setTimeout(resolve, 20))
+      expect(await named()).toHaveLength(1)
+      const now = Date.now()
+      expect(await store.increment('tls{c}', 3, 60_000, now)).toBe(3)
+      expect(await tlsAdmin.get(`tls{c}:${Math.floor(now / 60_000)}`)).toBe('3')
+    } finally {
+      client.disconnect()
+      tlsAdmin.disconnect()
     }
   })
 })

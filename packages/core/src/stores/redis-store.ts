@@ -34,7 +34,8 @@ export interface RedisStoreOptions {
   /**
    * A connected ioredis `Redis` or `Cluster`, or a node-redis (`redis` v4/v5) client or cluster from
    * `createClient()` / `createCluster()` after `await client.connect()`. The store borrows it: it
-   * never connects or quits it, and works whatever its offline-queue and retry settings, because
+   * never connects or quits it (beside it, a standalone ioredis client's store opens one connection of
+   * its own, see `ownConnection`), and works whatever its offline-queue and retry settings, because
    * every call has its own deadline.
    */
   client: RedisClientLike | NodeRedisClientLike | NodeRedisClusterLike

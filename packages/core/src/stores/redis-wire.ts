@@ -184,8 +184,9 @@ export class WireConnection implements TransactionSender {
       typeof o.path === 'string' ? { path: o.path } : { port: o.port, host: o.host ?? 'localhost', family: o.family }
     let socket: Socket
     try {
-      socket =
-        o.tls !== null && typeof o.tls === 'object' ? tlsConnect({ ...target, ...o.tls }) : createConnection(target as { port: number })
+      // As ioredis connects: TLS whenever `tls` is set (a rediss:// URL sets it to true), its options over the target.
+      const tls = o.tls ? { ...target, ...(typeof o.tls === 'object' ? o.tls : {}) } : undefined
+      socket = tls === undefined ? createConnection(target as { port: number }) : tlsConnect(tls)
     } catch {
       return // the client's own connection stays in use
     }
