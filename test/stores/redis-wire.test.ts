@@ -168,13 +168,23 @@ describe("RedisStore's own connection", () => {
       await client.ping()
       // The password changes after the client authenticated: its connection stays in, a new one is refused.
       await admin.call('ACL', 'SETUSER', user, 'resetpass', '>changed')
+      const before = (await connections()).length
       const store = new RedisStore({ client, timeout: '2s' })
       const now = Date.now()
       for (let i = 1; i <= 5; i++) {
         expect(await store.increment('auth-refused{c}', 1, 60_000, now)).toBe(i)
-        await new Promise((resolve) => setTimeout(resolve, 50))
+        await new Promise((resolve) => setTimeout(resolve, 250))
       }
       expect(await own()).toEqual([])
+      // The refused connection was closed, not left open unauthenticated, and not tried again meanwhile.
+      expect((await connections()).length).toBe(before)
+      const failures = ((await admin.call('ACL', 'LOG')) as unknown[][]).map((entry) => {
+        const fields = new Map<unknown, unknown>()
+        for (let i = 0; i < entry.length; i += 2) fields.set(entry[i], entry[i + 1])
+        return fields
+      })
+      const refusedAuth = failures.filter((f) => f.get('username') === user && f.get('reason') === 'auth')
+      expect(refusedAuth.map((f) => Number(f.get('count')))).toEqual([1]) // one AUTH tried in 1.25 s (a retry would come after 0.5 s)
     } finally {
       client.disconnect()
       await admin.call('ACL', 'DELUSER', user)
@@ -207,6 +217,28 @@ describe("RedisStore's own connection", () => {
       expect(await store.increment('killed{d}', 1, 60_000, now)).toBe(2)
     } finally {
       await admin.call('CLIENT', 'UNPAUSE')
+      client.disconnect()
+    }
+  })
+
+  it('opens again once the client is ready after Redis restarts, and counts on it', async () => {
+    const client = new Redis(redis.url, { retryStrategy: () => 50 })
+    client.on('error', () => {}) // the restart below is expected
+    try {
+      const store = new RedisStore({ client, timeout: '2s' })
+      const [before] = await ownUntil((found) => found.length === 1)
+      await redis.kill('SIGKILL')
+      await redis.restart() // empty
+      const [after] = await ownUntil((found) => found.length === 1, 10_000)
+      expect(after!.id).not.toBe(before!.id)
+      const now = Date.now()
+      let count = 0
+      const sent = await monitored(async () => {
+        count = await store.increment('restarted{c}', 5, 60_000, now)
+      })
+      expect(count).toBe(5)
+      expect(new Set(sent.map((c) => c.source))).toEqual(new Set([after!.addr]))
+    } finally {
       client.disconnect()
     }
   })

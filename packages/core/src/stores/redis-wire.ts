@@ -103,6 +103,8 @@ export class WireConnection implements TransactionSender {
   private tail: Pending | undefined
   private reopenMs = REOPEN_MIN_MS
   private reopenTimer: NodeJS.Timeout | undefined
+  /** Redis refused the setup (AUTH, SELECT): not tried again until the client is ready again. */
+  private refused = false
   private readonly prefix: string
   private readonly db: number
 
@@ -112,7 +114,7 @@ export class WireConnection implements TransactionSender {
   ) {
     this.prefix = typeof options.keyPrefix === 'string' ? options.keyPrefix : ''
     this.db = typeof options.db === 'number' ? options.db : 0
-    client.on('ready', this.open)
+    client.on('ready', this.clientReady)
     client.on('close', this.closeWithClient)
     client.on('end', this.closeWithClient)
     if (client.status === 'ready') this.open()
@@ -175,6 +177,12 @@ export class WireConnection implements TransactionSender {
     return pending
   }
 
+  /** The client (re)connected: its settings may work again (a password restored), so try anew. */
+  private readonly clientReady = (): void => {
+    this.refused = false
+    this.open()
+  }
+
   private readonly open = (): void => {
     clearTimeout(this.reopenTimer)
     this.reopenTimer = undefined
@@ -223,20 +231,23 @@ export class WireConnection implements TransactionSender {
     const ready = this.enqueue(replies, (error) => {
       refused ??= error ?? undefined
     })
-    ready.promise.then(
-      () => {
-        clearTimeout(connectTimer)
-        if (this.socket !== socket) return
-        // Refused (a wrong password, a db it may not select): the client's own connection stays in use.
-        if (refused !== undefined) return void socket.destroy()
-        this.ready = true
-        this.reopenMs = REOPEN_MIN_MS
-        // Named for CLIENT LIST; a user who may not run CLIENT just leaves it unnamed.
-        this.enqueue(1, undefined).promise.catch(() => {})
-        socket.write(command('CLIENT', 'SETNAME', 'tollgate'))
-      },
-      () => {},
-    )
+    // Refused (a wrong password, a db it may not select): closed, and the client's own connection stays in use.
+    const refuse = (): void => {
+      clearTimeout(connectTimer)
+      if (this.socket !== socket) return
+      this.refused = true
+      socket.destroy()
+    }
+    ready.promise.then(() => {
+      if (refused !== undefined) return refuse()
+      clearTimeout(connectTimer)
+      if (this.socket !== socket) return
+      this.ready = true
+      this.reopenMs = REOPEN_MIN_MS
+      // Named for CLIENT LIST; a user who may not run CLIENT just leaves it unnamed.
+      this.enqueue(1, undefined).promise.catch(() => {})
+      socket.write(command('CLIENT', 'SETNAME', 'tollgate'))
+    }, refuse)
     socket.write(setup)
   }
 
@@ -247,7 +258,7 @@ export class WireConnection implements TransactionSender {
     const error = new Error(`Tollgate's Redis connection closed before the reply${cause === undefined ? '' : `: ${cause.message}`}`)
     for (let p = this.head; p !== undefined; p = p.next) p.reject(error)
     this.head = this.tail = undefined
-    if (this.client.status === 'ready' && this.reopenTimer === undefined) {
+    if (!this.refused && this.client.status === 'ready' && this.reopenTimer === undefined) {
       this.reopenTimer = setTimeout(this.open, this.reopenMs)
       this.reopenTimer.unref()
       this.reopenMs = Math.min(REOPEN_MAX_MS, this.reopenMs * 2)
