@@ -2,7 +2,7 @@ import { tracingChannel } from 'node:diagnostics_channel'
 import { readFileSync } from 'node:fs'
 import { RedisStore } from '@tollgate/core'
 import { Redis } from 'ioredis'
-import { ReplyReader, WireReplyError } from '../../packages/core/src/stores/redis-wire'
+import { ReplyReader, WireReplyError } from '../../packages/core/src/stores/resp-reader'
 import { type RedisServer, startRedisServer } from '../harness/redis-server'
 import { startTlsRedisServer, type TlsRedisServer } from '../harness/redis-tls'
 
