@@ -17,6 +17,7 @@ import { CallParts } from './call-parts'
 import { type Entry, LocalCells } from './local-cells'
 import { Lockout } from './lockout'
 import { OverLimit } from './over-limit'
+import { RefundLedger } from './refund-ledger'
 import type { Resilience } from './resilience'
 import type { Telemetry } from './telemetry'
 
@@ -35,10 +36,8 @@ export class Counting<Req> {
   private readonly refunds: boolean
   /** Clients already over the limit in this window (over-limit.ts). */
   private readonly over = new OverLimit()
-  /** The store call behind each admitted decision, for refunds. */
-  private readonly calls = new WeakMap<Decision, StoreCall>()
-  /** Decisions already refunded: a second refund of one changes nothing. */
-  private readonly refunded = new WeakSet<Decision>()
+  /** What each refund undoes, once (refund-ledger.ts). */
+  private readonly ledger: RefundLedger
   /** Keep every admitted decision's call: the sliding log's refund needs the call's id. */
   private readonly keepCalls: boolean
   private readonly parts: CallParts
@@ -63,6 +62,7 @@ export class Counting<Req> {
     this.refunds = config.skipFailedRequests || config.skipSuccessfulRequests
     this.keepCalls = this.refunds || algorithm.name === 'sliding-log'
     this.parts = new CallParts(config as Config<unknown>, algorithm)
+    this.ledger = new RefundLedger(this.parts)
     // Refunds keep each decision's call, which needs the store key: they take the increment path.
     this.cells = this.fast && !this.refunds ? LocalCells.of(config.store, this.parts) : undefined
     this.mirror =
@@ -136,18 +136,11 @@ export class Counting<Req> {
     return this.telemetry.timed('forget', call.storeKey, () => this.config.store.forget(call))
   }
 
-  /**
-   * Undoes an admitted decision of this limiter, in the store that counted it, once. The call is the
-   * one kept for it (with the refund options, and always for the sliding log, whose refund removes the
-   * entries its call id names), or else rebuilt from the decision: the same keys, limits and time.
-   */
+  /** Undoes an admitted decision of this limiter, in the store that counted it, once (RefundLedger). */
   async refund(decision: Decision): Promise<void> {
     if (!decision.allowed || decision.shadowed || (decision.source !== 'store' && decision.source !== 'fallback')) return
-    if (this.refunded.has(decision)) return
-    const call = this.calls.get(decision) ?? this.parts.rebuild(decision)
+    const call = this.ledger.take(decision)
     if (call === undefined) return
-    this.refunded.add(decision)
-    this.calls.delete(decision)
     // The count may fall back under the limit: the cached "over" verdict no longer holds.
     this.over.forget(decision.key)
     try {
@@ -244,7 +237,7 @@ export class Counting<Req> {
     }
     const decision = decide(fixedWindow, limit, count - cost, count, count <= max, cost, now, clientKey, source)
     if (this.refunds && decision.allowed && key !== undefined) {
-      this.calls.set(decision, { algorithm: 'fixed-window', storeKey: key, limits: [limit], cost, now, id: this.parts.nextId() })
+      this.ledger.keep(decision, { algorithm: 'fixed-window', storeKey: key, limits: [limit], cost, now, id: this.parts.nextId() })
     }
     return this.finish(decision)
   }
@@ -262,7 +255,7 @@ export class Counting<Req> {
       }
     }
     const decision = decisionOf(this.algorithm, call, result, clientKey, source)
-    if (this.keepCalls && decision.allowed && (source === 'store' || source === 'fallback')) this.calls.set(decision, call)
+    if (this.keepCalls && decision.allowed && (source === 'store' || source === 'fallback')) this.ledger.keep(decision, call)
     return this.finish(decision)
   }
 
