@@ -10,17 +10,30 @@ const PEERS = {
 const NAMES = { erl: 'express-rate-limit', rlf: 'rate-limiter-flexible', frl: '@fastify/rate-limit', krl: 'koa-ratelimit' }
 const MODES = { one: 'one client', many: '10k clients', flood: 'flood' }
 const f = (r) => `${r.median.toFixed(2)} (${r.min.toFixed(2)}…${r.max.toFixed(2)})`
-const perCycle = (a, b) => {
+// Cycle ids are unique across the runs of a pooled run: run r holds cycles r·cycles … (r+1)·cycles − 1.
+const CYCLES = d.config?.cycles ?? 5
+const RUNS = d.config?.runs ?? 1
+/** a's req/s over b's in each cycle both ran (of run `run` only, when given), sorted. */
+const ratios = (a, b, run) => {
   const byCycle = new Map()
-  for (const s of a.slices) byCycle.set(`${s.run ?? 0}:${s.cycle}`, s.rps)
+  for (const s of a.slices) byCycle.set(s.cycle, s.rps)
   const xs = []
   for (const s of b.slices) {
-    const k = `${s.run ?? 0}:${s.cycle}`
-    if (byCycle.has(k)) xs.push(byCycle.get(k) / s.rps)
+    if (run !== undefined && Math.floor(s.cycle / CYCLES) !== run) continue
+    if (byCycle.has(s.cycle)) xs.push(byCycle.get(s.cycle) / s.rps)
   }
-  xs.sort((p, q) => p - q)
-  return xs[Math.floor(xs.length / 2)]
+  return xs.sort((p, q) => p - q)
 }
+const median = (xs) => xs[Math.floor(xs.length / 2)]
+const perCycle = (a, b, run) => median(ratios(a, b, run))
+/** Tollgate against the peer in the same cycles: the median ratio, and in how many cycles Tollgate was ahead. */
+const versus = (tg, peer) => {
+  const xs = ratios(tg, peer)
+  return `${median(xs).toFixed(2)}, ${xs.filter((x) => x > 1).length} of ${xs.length}`
+}
+/** Tollgate ÷ floor in each run of a pooled run: how far one run's figure moves from the next. */
+const byRun = (tg, floor) =>
+  RUNS > 1 ? ` | ${Array.from({ length: RUNS }, (_, r) => perCycle(tg, floor, r)?.toFixed(2) ?? '–').join(' / ')}` : ''
 const rows = []
 for (const fw of ['express', 'fastify', 'koa'])
   for (const mode of ['one', 'many', 'flood'])
@@ -42,12 +55,13 @@ for (const fw of ['express', 'fastify', 'koa'])
         ? ` | ${perCycle(minimal, floor).toFixed(2)} | ${store === 'memory' ? perCycle(tg, minimal).toFixed(2) : '–'}`
         : ''
       rows.push(
-        `| ${fw} | ${MODES[mode]} | ${store} | ${f(floor.summary.ratioToBare)} | **${f(tg.summary.ratioToBare)}** | ${NAMES[best.id.split('-')[0]]} ${f(best.c.summary.ratioToBare)} | ${diff >= 0 ? '+' : '−'}${Math.abs(diff).toFixed(2)} | ${perCycle(tg, floor).toFixed(2)}${extra} |`,
+        `| ${fw} | ${MODES[mode]} | ${store} | ${f(floor.summary.ratioToBare)} | **${f(tg.summary.ratioToBare)}** | ${NAMES[best.id.split('-')[0]]} ${f(best.c.summary.ratioToBare)} | ${diff >= 0 ? '+' : '−'}${Math.abs(diff).toFixed(2)} | ${versus(tg, best.c)} | ${perCycle(tg, floor).toFixed(2)}${byRun(tg, floor)}${extra} |`,
       )
     }
 const withMinimal = d.groups.some((g) => g.cases.minimal?.slices?.length)
+const runsHead = RUNS > 1 ? ` | Tollgate ÷ floor, run ${Array.from({ length: RUNS }, (_, r) => r + 1).join(' / ')}` : ''
 console.log(
-  `| framework | mode | store | floor | Tollgate | best peer of the cell | Tollgate − peer | Tollgate ÷ floor${withMinimal ? ' | minimal ÷ floor | Tollgate ÷ minimal' : ''} |`,
+  `| framework | mode | store | floor | Tollgate | best peer of the cell | Tollgate − peer | Tollgate ÷ peer per cycle, cycles ahead | Tollgate ÷ floor${runsHead}${withMinimal ? ' | minimal ÷ floor | Tollgate ÷ minimal' : ''} |`,
 )
-console.log(`|---|---|---|--:|--:|--:|--:|--:|${withMinimal ? '--:|--:|' : ''}`)
+console.log(`|---|---|---|--:|--:|--:|--:|--:|--:|${RUNS > 1 ? '--:|' : ''}${withMinimal ? '--:|--:|' : ''}`)
 console.log(rows.join('\n'))

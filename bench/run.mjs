@@ -49,7 +49,7 @@ const HELP = `Usage: npm run bench -- [options]      (or: node bench/run.mjs [op
                           afresh each run, and each cell summarised over the cycles of all runs
                           (a process's JIT and memory layout vary from start to start)  BENCH_RUNS
   --slice S               seconds per wrk slice, whole seconds (default 2)        BENCH_SLICE
-  --warmup S              seconds of warm-up per server before the cycles (default 1)  BENCH_WARMUP
+  --warmup S              seconds of warm-up per server before the cycles (default 3)  BENCH_WARMUP
   --warmup-parallel       warm all servers of a group at once (default with --quick)  BENCH_WARMUP_PARALLEL=1
   --connections N         wrk connections (default 50; one wrk thread)            BENCH_CONNECTIONS
   --clients N             distinct X-Forwarded-For addresses in "many" mode (default 10000)  BENCH_CLIENTS
@@ -132,7 +132,7 @@ function config() {
     cycles: int(pick(values.cycles, 'BENCH_CYCLES', quick ? 2 : 5), '--cycles', 1),
     runs: int(pick(values.runs, 'BENCH_RUNS', 1), '--runs', 1),
     slice: int(pick(values.slice, 'BENCH_SLICE', quick ? 1 : 2), '--slice', 1),
-    warmup: int(pick(values.warmup, 'BENCH_WARMUP', quick ? 2 : 1), '--warmup', 0),
+    warmup: int(pick(values.warmup, 'BENCH_WARMUP', quick ? 2 : 3), '--warmup', 0),
     warmupParallel: values['warmup-parallel'] ?? (env.BENCH_WARMUP_PARALLEL ? truthy(env.BENCH_WARMUP_PARALLEL) : quick),
     connections: int(pick(values.connections, 'BENCH_CONNECTIONS', 50), '--connections', 1),
     clients: int(pick(values.clients, 'BENCH_CLIENTS', 10000), '--clients', 2),
@@ -524,7 +524,11 @@ async function runGroup(fw, mode, ctx, run) {
   await new Promise((r) => setTimeout(r, 500))
   await probeAll(running(), mode, group, 'before')
 
-  // Warm-up, so the JIT has settled before the first measured slice. One server at a time by default:
+  // Warm-up, so the JIT has settled before the first measured slice: 3 s by default, as a server's
+  // throughput under this load climbs for its first ~3 s (Koa, 10,000 clients, 1 s slices from a fresh
+  // process: bare 10.2k, 21.0k, 26.9k req/s, then steady; Tollgate on memory 2.7k, 20.7k, 24.8k, 25.6k;
+  // the minimal limiter 8.2k, 21.6k, 25.5k), and a first slice still climbing would rank a case by
+  // how much code it has for the JIT to compile rather than by its cost per request. One server at a time by default:
   // warming them all at once starves each of CPU for tens of ms at a time, which trips short store
   // deadlines (Tollgate's falls back to its local limiter) in a way no measured slice would see.
   if (cfg.warmup > 0 && running().length) {
