@@ -59,7 +59,7 @@ const HELP = `Usage: npm run bench -- [options]      (or: node bench/run.mjs [op
                           e.g. tollgate or erl-redis,frl                          BENCH_CASES
   --out NAME              results base name in bench/ (default RESULTS-latest, or RESULTS-quick
                           with --quick); writes NAME.md and NAME.json             BENCH_OUT
-  --max-minutes M         hard time limit for the whole run (default 20; quick 8)  BENCH_MAX_MINUTES
+  --max-minutes M         hard time limit for the whole run (default 25 per run; quick 8)  BENCH_MAX_MINUTES
   --baseline DIR          before/after: also run every Tollgate case with Tollgate built in DIR
                           (another checkout, npm ci + npm run build done there), as
                           <case>@base, in the same cycles; keeps floor; adds a
@@ -145,7 +145,7 @@ function config() {
     out: pick(values.out, 'BENCH_OUT', quick ? 'RESULTS-quick' : 'RESULTS-latest'),
     maxMinutes: 0,
   }
-  cfg.maxMinutes = Number(pick(values['max-minutes'], 'BENCH_MAX_MINUTES', (quick ? 8 : 20) * cfg.runs))
+  cfg.maxMinutes = Number(pick(values['max-minutes'], 'BENCH_MAX_MINUTES', (quick ? 8 : 25) * cfg.runs))
   const baseline = pick(values.baseline, 'BENCH_BASELINE', '')
   if (baseline) {
     const dir = resolve(baseline)
@@ -528,9 +528,9 @@ async function runGroup(fw, mode, ctx, run) {
   // throughput under this load climbs for its first ~3 s (Koa, 10,000 clients, 1 s slices from a fresh
   // process: bare 10.2k, 21.0k, 26.9k req/s, then steady; Tollgate on memory 2.7k, 20.7k, 24.8k, 25.6k;
   // the minimal limiter 8.2k, 21.6k, 25.5k), and a first slice still climbing would rank a case by
-  // how much code it has for the JIT to compile rather than by its cost per request. One server at a time by default:
-  // warming them all at once starves each of CPU for tens of ms at a time, which trips short store
-  // deadlines (Tollgate's falls back to its local limiter) in a way no measured slice would see.
+  // how much code it has for the JIT to compile rather than by its cost per request. One server at a
+  // time by default: warming them all at once starves each of CPU for tens of ms at a time, which trips
+  // short store deadlines (Tollgate's falls back to its local limiter) in a way no measured slice would see.
   if (cfg.warmup > 0 && running().length) {
     const warm = (s, seconds, connections) =>
       runWrk({ port: s.port, seconds, connections, script: m.script, clients: cfg.clients, core: LOAD_CORE }).catch((err) =>
