@@ -1,5 +1,7 @@
 // Shared plumbing for the benchmark servers: argument parsing, the Redis client, READY, and
 // shutting down when the runner goes away. Nothing here runs on the request path.
+import { realpathSync } from 'node:fs'
+import { pathToFileURL } from 'node:url'
 import { parseArgs } from 'node:util'
 import { importFrom } from '../lib/baseline.mjs'
 
@@ -28,6 +30,15 @@ export function serverArgs() {
     windowMs: Number(values['window-ms']),
     redisUrl: values.redis,
     prefix: values.prefix,
+  }
+}
+
+/** True when the module at `url` is the script node was started with (not imported). */
+export function isMain(url) {
+  try {
+    return url === pathToFileURL(realpathSync(process.argv[1])).href
+  } catch {
+    return false
   }
 }
 

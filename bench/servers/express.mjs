@@ -1,17 +1,12 @@
 // Express 5 benchmark server: one case per process.
 //   node bench/servers/express.mjs --case <case> --port <port> [--max N --window-ms MS --redis URL --prefix P]
+// buildApp and limiterFor are also what hook-cost.mjs measures in process.
 import express from 'express'
-import { BODY, fail, floorResponses, minimalLimiter, importTollgate, ready, redis, serverArgs } from './common.mjs'
+import { BODY, fail, floorResponses, importTollgate, isMain, minimalLimiter, ready, redis, serverArgs } from './common.mjs'
 
-const args = serverArgs()
-const { caseName, max, windowMs, prefix } = args
-
-const app = express()
-// Trust X-Forwarded-For from loopback only (wrk connects from 127.0.0.1); req.ip is then the
-// forwarded client, which every limiter below keys by.
-app.set('trust proxy', 'loopback')
-
-async function limiterFor(name) {
+/** The case's middleware (null for bare). */
+export async function limiterFor(name, args) {
+  const { max, windowMs, prefix } = args
   switch (name) {
     case 'bare':
       return null
@@ -49,9 +44,11 @@ async function limiterFor(name) {
         res.end(body)
       }
     }
-    case 'tollgate-memory': {
+    case 'tollgate-memory':
+    case 'tollgate-memory-no-headers': {
+      // The second: no quota fields, as rate-limiter-flexible's middleware (hook-cost.mjs only).
       const { rateLimit } = await importTollgate('express')
-      return rateLimit({ max, window: windowMs })
+      return rateLimit({ max, window: windowMs, ...(name === 'tollgate-memory' ? {} : { headers: false }) })
     }
     case 'tollgate-redis': {
       const { rateLimit, RedisStore } = await importTollgate('express')
@@ -94,17 +91,29 @@ async function limiterFor(name) {
   }
 }
 
-const limiter = await limiterFor(caseName)
-if (limiter) app.use(limiter)
-app.get('/', (_req, res) => {
-  res.json(BODY)
-})
-// Used once by the runner's checks (trust proxy works); never under load.
-app.get('/__ip', (req, res) => {
-  res.json({ ip: req.ip })
-})
+/** The case's app, not listening: the limiter, then the routes. */
+export async function buildApp(caseName, args) {
+  const app = express()
+  // Trust X-Forwarded-For from loopback only (wrk connects from 127.0.0.1); req.ip is then the
+  // forwarded client, which every limiter above keys by.
+  app.set('trust proxy', 'loopback')
+  const limiter = await limiterFor(caseName, args)
+  if (limiter) app.use(limiter)
+  app.get('/', (_req, res) => {
+    res.json(BODY)
+  })
+  // Used once by the runner's checks (trust proxy works); never under load.
+  app.get('/__ip', (req, res) => {
+    res.json({ ip: req.ip })
+  })
+  return app
+}
 
-const server = app.listen(args.port, '127.0.0.1', (err) => {
-  if (err) fail(`listen: ${err.message}`)
-  ready(server, caseName)
-})
+if (isMain(import.meta.url)) {
+  const args = serverArgs()
+  const app = await buildApp(args.caseName, args)
+  const server = app.listen(args.port, '127.0.0.1', (err) => {
+    if (err) fail(`listen: ${err.message}`)
+    ready(server, args.caseName)
+  })
+}

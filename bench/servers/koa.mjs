@@ -1,17 +1,13 @@
 // Koa 3 benchmark server: one case per process.
 //   node bench/servers/koa.mjs --case <case> --port <port> [--max N --window-ms MS --redis URL --prefix P]
+// buildApp and limiterFor are also what hook-cost.mjs measures in process.
 import Router from '@koa/router'
 import Koa from 'koa'
-import { BODY, fail, floorResponses, minimalLimiter, importTollgate, ready, redis, serverArgs } from './common.mjs'
+import { BODY, fail, floorResponses, importTollgate, isMain, minimalLimiter, ready, redis, serverArgs } from './common.mjs'
 
-const args = serverArgs()
-const { caseName, max, windowMs, prefix } = args
-
-const app = new Koa()
-// Trust X-Forwarded-For (Koa cannot restrict this to loopback); ctx.ip is then the forwarded client.
-app.proxy = true
-
-async function limiterFor(name) {
+/** The case's middleware (null for bare). */
+export async function limiterFor(name, args) {
+  const { max, windowMs, prefix } = args
   switch (name) {
     case 'bare':
       return null
@@ -49,9 +45,11 @@ async function limiterFor(name) {
         ctx.body = body
       }
     }
-    case 'tollgate-memory': {
+    case 'tollgate-memory':
+    case 'tollgate-memory-no-headers': {
+      // The second: no quota fields, as rate-limiter-flexible's middleware (hook-cost.mjs only).
       const { rateLimit } = await importTollgate('koa')
-      return rateLimit({ max, window: windowMs })
+      return rateLimit({ max, window: windowMs, ...(name === 'tollgate-memory' ? {} : { headers: false }) })
     }
     case 'tollgate-redis': {
       const { rateLimit, RedisStore } = await importTollgate('koa')
@@ -74,18 +72,28 @@ async function limiterFor(name) {
   }
 }
 
-const limiter = await limiterFor(caseName)
-if (limiter) app.use(limiter)
+/** The case's app, not listening: the limiter, then the routes. */
+export async function buildApp(caseName, args) {
+  const app = new Koa()
+  // Trust X-Forwarded-For (Koa cannot restrict this to loopback); ctx.ip is then the forwarded client.
+  app.proxy = true
+  const limiter = await limiterFor(caseName, args)
+  if (limiter) app.use(limiter)
+  const router = new Router()
+  router.get('/', (ctx) => {
+    ctx.body = BODY
+  })
+  // Used once by the runner's checks (trust proxy works); never under load.
+  router.get('/__ip', (ctx) => {
+    ctx.body = { ip: ctx.ip }
+  })
+  app.use(router.routes())
+  return app
+}
 
-const router = new Router()
-router.get('/', (ctx) => {
-  ctx.body = BODY
-})
-// Used once by the runner's checks (trust proxy works); never under load.
-router.get('/__ip', (ctx) => {
-  ctx.body = { ip: ctx.ip }
-})
-app.use(router.routes())
-
-const server = app.listen(args.port, '127.0.0.1', () => ready(server, caseName))
-server.on('error', (err) => fail(`listen: ${err.message}`))
+if (isMain(import.meta.url)) {
+  const args = serverArgs()
+  const app = await buildApp(args.caseName, args)
+  const server = app.listen(args.port, '127.0.0.1', () => ready(server, args.caseName))
+  server.on('error', (err) => fail(`listen: ${err.message}`))
+}
