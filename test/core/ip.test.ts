@@ -1,4 +1,4 @@
-import { ipKey } from '@tollgate/core'
+import { type Decision, ipKey, Limiter, type Logger } from '@tollgate/core'
 
 describe('client keys from IP addresses', () => {
   it('keeps IPv4 as it is', () => {
@@ -54,4 +54,31 @@ describe('the IPv4 fast path', () => {
       expect(ipKey(ip, 56)).toBeUndefined()
     },
   )
+})
+
+describe("a limiter's IP keys, request after request", () => {
+  const quiet: Logger = { warn: () => {}, error: () => {} }
+  const limiterByIp = () => new Limiter<{ ip?: string }>({ max: 100, logger: quiet }, { ip: (req) => req.ip })
+
+  it('keys each request by its own address, whatever came before it (the last address is remembered)', () => {
+    const limiter = limiterByIp()
+    const socketAddress = '::ffff:203.0.113.7'
+    const keyOf = (ip: string | undefined) => (limiter.check({ ip }) as Decision).key
+    expect(keyOf(socketAddress)).toBe('203.0.113.7')
+    expect(keyOf(socketAddress)).toBe('203.0.113.7')
+    expect(keyOf('2001:db8:abcd:12ff::1')).toBe('2001:db8:abcd:1200::/56')
+    expect(keyOf(['::ffff:', '203.0.113.7'].join(''))).toBe('203.0.113.7')
+    expect(keyOf(undefined)).toBe('unknown-ip')
+    expect(keyOf('not-an-ip')).toBe('unknown-ip')
+    expect(keyOf('10.0.0.1')).toBe('10.0.0.1')
+    expect(keyOf(socketAddress)).toBe('203.0.113.7')
+  })
+
+  it('counts two clients that alternate apart', () => {
+    const limiter = limiterByIp()
+    let last: Decision | undefined
+    for (let i = 0; i < 6; i++) last = limiter.check({ ip: i % 2 === 0 ? '10.0.0.1' : '10.0.0.2' }) as Decision
+    expect(last?.key).toBe('10.0.0.2')
+    expect(last?.count).toBe(3)
+  })
 })

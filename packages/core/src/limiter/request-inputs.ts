@@ -27,6 +27,12 @@ export class RequestInputs<Req> {
   private diagnosing: boolean
   /** Requests diagnosed with nothing to say (see diagnose). */
   private undiagnosed = 0
+  /**
+   * The last client IP keyed, and its key: a keep-alive connection's requests carry the socket's one
+   * address string, so a client's next request is keyed with one comparison.
+   */
+  private lastIp: string | undefined = undefined
+  private lastKey = ''
 
   constructor(
     private readonly config: Config<Req>,
@@ -166,8 +172,13 @@ export class RequestInputs<Req> {
 
   private ipKeyOf(req: Req): string {
     const ip = this.hooks.ip(req)
+    if (typeof ip === 'string' && ip === this.lastIp) return this.lastKey
     const key = ipKey(ip, this.config.ipv6Subnet)
-    if (key !== undefined) return key
+    if (key !== undefined) {
+      this.lastIp = ip as string
+      this.lastKey = key
+      return key
+    }
     this.warnOnce(
       'no-ip',
       `Tollgate: could not resolve the client IP of a request (got ${describeValue(ip)}). Such requests share one bucket, "${UNKNOWN_CLIENT_KEY}". Behind a proxy, set the framework's trust-proxy setting; or pass a key() option.`,
