@@ -1,0 +1,230 @@
+#!/usr/bin/env node
+// Instructions per request: each memory-store case's whole server (HTTP parsing, the limiter, the
+// response, the collector) run under valgrind's callgrind, which counts the instructions the server
+// process executes instead of timing it. The count does not depend on what else the machine is doing
+// or on the CPU's clock, and repeats within ~0.3% between server processes for most cases (up to ~1.5%
+// for the case with the most code to optimise, Tollgate), where the HTTP bench's throughput moves by
+// several µs per request from one server start to the next. It orders the cases that are inside the
+// HTTP bench's spread; instructions are not time, so it complements that bench rather than replacing it.
+//
+//   node bench/instructions.mjs [--frameworks LIST] [--modes one,many] [--cases LIST] [--rounds N]
+//                               [--warm N] [--requests N] [--out NAME]
+//
+// Per case and round: the server (bench/servers/<framework>.mjs, the HTTP bench's own) starts under
+// callgrind with counting off; this process sends --warm requests (8 keep-alive connections; in "many"
+// mode each request from one of 10,000 addresses in X-Forwarded-For, round-robin), turns counting on,
+// sends --requests more, turns it off, and reads the count. Rounds alternate the order of the cases.
+// Needs valgrind (callgrind_control comes with it) and the Tollgate packages built. A server under
+// callgrind runs ~50 times slower: a case takes ~40 s.
+import { execFileSync } from 'node:child_process'
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { Agent, request } from 'node:http'
+import { tmpdir } from 'node:os'
+import { join, resolve } from 'node:path'
+import { parseArgs } from 'node:util'
+import { deadline, freePort, installSignalHandlers, onCleanup, pinned, spawnTracked, stopAll, stopChild, which } from './lib/procs.mjs'
+
+const { values } = parseArgs({
+  options: {
+    frameworks: { type: 'string', default: 'fastify,express,koa' },
+    modes: { type: 'string', default: 'one,many' },
+    cases: { type: 'string', default: '' },
+    rounds: { type: 'string', default: '2' },
+    warm: { type: 'string', default: '20000' },
+    requests: { type: 'string', default: '10000' },
+    out: { type: 'string', default: 'RESULTS-instructions' },
+    'max-minutes': { type: 'string', default: '90' },
+    help: { type: 'boolean', short: 'h' },
+  },
+})
+if (values.help) {
+  console.log(
+    'usage: node bench/instructions.mjs [--frameworks fastify,express,koa] [--modes one,many] [--cases LIST] [--rounds N] [--warm N] [--requests N] [--out NAME]',
+  )
+  process.exit(0)
+}
+for (const tool of ['valgrind', 'callgrind_control']) {
+  if (!which(tool)) {
+    console.error(`instructions.mjs needs ${tool} on the PATH (apt-get install valgrind)`)
+    process.exit(2)
+  }
+}
+installSignalHandlers()
+deadline(Number(values['max-minutes']), 'instructions.mjs')
+
+const ROUNDS = Number(values.rounds)
+const WARM = Number(values.warm)
+const REQUESTS = Number(values.requests)
+const CONNECTIONS = 8
+const CASES = {
+  fastify: ['bare', 'floor', 'minimal', 'tollgate-memory', 'frl-memory'],
+  express: ['bare', 'floor', 'minimal', 'tollgate-memory', 'erl-memory', 'rlf-memory'],
+  koa: ['bare', 'floor', 'minimal', 'tollgate-memory', 'krl-memory'],
+}
+const PEERS = { fastify: ['frl-memory'], express: ['erl-memory', 'rlf-memory'], koa: ['krl-memory'] }
+if (values.cases) {
+  const wanted = values.cases.split(',')
+  for (const fw in CASES) CASES[fw] = CASES[fw].filter((c) => c === 'bare' || wanted.some((w) => c.startsWith(w)))
+}
+const CLIENTS = Array.from({ length: 10_000 }, (_, k) => `10.${(k >> 16) & 255}.${(k >> 8) & 255}.${k & 255}`)
+const work = mkdtempSync(join(tmpdir(), 'tollgate-instructions-'))
+onCleanup(() => rmSync(work, { recursive: true, force: true }))
+
+/** Sends `n` GET / over CONNECTIONS keep-alive connections; resolves with the count of non-200 answers. */
+async function drive(port, n, many) {
+  const agent = new Agent({ keepAlive: true, maxSockets: CONNECTIONS })
+  let left = n
+  let bad = 0
+  let next = 0
+  const one = () =>
+    new Promise((done, fail) => {
+      const headers = many ? { 'x-forwarded-for': CLIENTS[next++ % CLIENTS.length] } : {}
+      const req = request({ host: '127.0.0.1', port, path: '/', agent, headers }, (res) => {
+        if (res.statusCode !== 200) bad++
+        res.resume()
+        res.on('end', done)
+      })
+      req.on('error', fail)
+      req.end()
+    })
+  const loop = async () => {
+    while (left-- > 0) await one()
+  }
+  await Promise.all(Array.from({ length: CONNECTIONS }, loop))
+  agent.destroy()
+  return bad
+}
+
+/** Instructions per request of one case in one mode: a server of its own under callgrind. */
+async function measure(framework, caseName, many) {
+  const port = await freePort()
+  const out = join(work, `${framework}-${caseName}-${port}`)
+  // The server on core 0, as in the HTTP bench (taskset execs, so the PID is valgrind's, which is the server's).
+  const [cmd, args] = pinned(0, 'valgrind', [
+    '--tool=callgrind',
+    '--instr-atstart=no',
+    `--callgrind-out-file=${out}.%p`,
+    process.execPath,
+    resolve(import.meta.dirname, 'servers', `${framework}.mjs`),
+    '--case',
+    caseName,
+    '--port',
+    String(port),
+  ])
+  const child = spawnTracked(`${framework} ${caseName} under callgrind`, cmd, args)
+  let log = ''
+  child.stderr.on('data', (d) => {
+    log += d
+  })
+  try {
+    await new Promise((ready, fail) => {
+      let text = ''
+      child.stdout.on('data', (d) => {
+        text += d
+        if (text.includes('READY')) ready()
+        if (text.includes('SKIP')) fail(new Error(`${caseName} skipped: ${text.trim()}`))
+      })
+      child.on('exit', (code) => fail(new Error(`${framework} ${caseName} exited (${code}) before READY:\n${log.slice(-2000)}`)))
+    })
+    const control = (...args) => execFileSync('callgrind_control', [...args, String(child.pid)], { stdio: 'ignore' })
+    const badWarm = await drive(port, WARM, many)
+    control('-i', 'on')
+    const bad = await drive(port, REQUESTS, many)
+    control('-i', 'off')
+    control('-d')
+    if (bad + badWarm > 0) throw new Error(`${framework} ${caseName}: ${bad + badWarm} answers were not 200`)
+  } finally {
+    await stopChild(child, 30_000)
+  }
+  let total = 0
+  for (const f of readdirSync(work).filter((f) => f.startsWith(`${framework}-${caseName}-${port}.`))) {
+    for (const line of readFileSync(join(work, f), 'utf8').split('\n')) {
+      if (line.startsWith('summary:') || line.startsWith('totals:')) total += Number(line.split(/\s+/)[1])
+    }
+  }
+  if (!(total > 0)) throw new Error(`${framework} ${caseName}: callgrind reported no instructions`)
+  return total / REQUESTS
+}
+
+const median = (xs) => {
+  const s = [...xs].sort((a, b) => a - b)
+  const m = s.length >> 1
+  return s.length % 2 ? s[m] : (s[m - 1] + s[m]) / 2
+}
+
+const started = Date.now()
+const results = []
+for (const framework of values.frameworks.split(',')) {
+  if (!CASES[framework]) throw new Error(`unknown framework ${framework}`)
+  for (const mode of values.modes.split(',')) {
+    if (mode !== 'one' && mode !== 'many') throw new Error(`unknown mode ${mode} (one or many)`)
+    const names = CASES[framework]
+    const counts = Object.fromEntries(names.map((n) => [n, []]))
+    for (let round = 0; round < ROUNDS; round++) {
+      for (const name of round % 2 === 0 ? names : [...names].reverse()) {
+        counts[name].push(await measure(framework, name, mode === 'many'))
+        console.error(
+          `${framework} ${mode} ${name}: ${counts[name].at(-1).toFixed(0)} instructions per request (${((Date.now() - started) / 60000).toFixed(1)} min)`,
+        )
+      }
+    }
+    const bare = median(counts.bare)
+    for (const name of names) {
+      const ir = median(counts[name])
+      results.push({ framework, mode, case: name, ir, rounds: counts[name], overBare: ir - bare, bareOver: bare / ir })
+    }
+  }
+}
+
+const LABELS = {
+  bare: '**bare (no limiter)**',
+  floor: 'floor: the same headers and 429, no limiter logic',
+  minimal: 'minimal: the floor plus a per-client count',
+  'tollgate-memory': '**Tollgate, memory**',
+  'frl-memory': '@fastify/rate-limit, memory',
+  'erl-memory': 'express-rate-limit, memory',
+  'rlf-memory': 'rate-limiter-flexible, memory (writes no quota fields)',
+  'krl-memory': 'koa-ratelimit, memory',
+}
+const lines = [
+  '# Instructions per request, under callgrind',
+  '',
+  `\`node bench/instructions.mjs --rounds ${ROUNDS} --warm ${WARM} --requests ${REQUESTS}\`, node ${process.version}, ${new Date().toISOString().slice(0, 10)}, ${((Date.now() - started) / 60000).toFixed(1)} min. Instructions the server process executed per request over ${REQUESTS.toLocaleString('en-US')} requests after ${WARM.toLocaleString('en-US')} of warm-up, median of ${ROUNDS} rounds (each round a new server per case; every round's figure listed). *bare ÷ case* is bare's count over the case's: the throughput the case would have relative to bare if a request's time followed its instructions. See the header of bench/instructions.mjs.`,
+  '',
+]
+for (const framework of values.frameworks.split(',')) {
+  for (const mode of values.modes.split(',')) {
+    const rows = results.filter((r) => r.framework === framework && r.mode === mode)
+    if (rows.length === 0) continue
+    const floor = rows.find((r) => r.case === 'floor')
+    const ours = rows.find((r) => r.case === 'tollgate-memory')
+    lines.push(`## ${framework}, ${mode === 'one' ? 'one client' : '10,000 clients'}`, '')
+    lines.push('| case | instructions per request | each round | + over bare | bare ÷ case |', '|---|--:|--:|--:|--:|')
+    for (const r of rows) {
+      lines.push(
+        `| ${LABELS[r.case] ?? r.case} | ${Math.round(r.ir).toLocaleString('en-US')} | ${r.rounds.map((x) => Math.round(x).toLocaleString('en-US')).join(' / ')} | ${r.case === 'bare' ? '–' : `+${Math.round(r.overBare).toLocaleString('en-US')}`} | ${r.bareOver.toFixed(3)} |`,
+      )
+    }
+    const notes = []
+    if (ours && floor) notes.push(`Tollgate ÷ floor (by instructions): ${(floor.ir / ours.ir).toFixed(3)}`)
+    for (const peer of PEERS[framework]) {
+      const p = rows.find((r) => r.case === peer)
+      if (ours && p)
+        notes.push(
+          `Tollgate ÷ ${peer}: ${(p.ir / ours.ir).toFixed(3)} (Tollgate adds ${Math.round(ours.overBare).toLocaleString('en-US')}, the peer ${Math.round(p.overBare).toLocaleString('en-US')})`,
+        )
+    }
+    if (notes.length) lines.push('', notes.join('; '), '')
+    else lines.push('')
+  }
+}
+const md = lines.join('\n')
+writeFileSync(resolve(import.meta.dirname, `${values.out}.md`), md)
+writeFileSync(
+  resolve(import.meta.dirname, `${values.out}.json`),
+  `${JSON.stringify({ rounds: ROUNDS, warm: WARM, requests: REQUESTS, node: process.version, results }, null, 1)}\n`,
+)
+console.log(md)
+console.error(`wrote bench/${values.out}.md and .json`)
+await stopAll()
+process.exit(0)
