@@ -1,9 +1,9 @@
 #!/usr/bin/env node
 // Instructions per request: each memory-store case's whole server (HTTP parsing, the limiter, the
 // response, the collector) run under valgrind's callgrind, which counts the instructions the server
-// process executes instead of timing it. The count does not depend on what else the machine is doing
-// or on the CPU's clock, and repeats within ~0.3% between server processes for most cases (up to ~1.5%
-// for the case with the most code to optimise, Tollgate), where the HTTP bench's throughput moves by
+// process executes instead of timing it. The count does not follow the CPU's clock (run it on an idle
+// machine all the same: see bench/README.md), and repeats within ~0.3% between server processes for most cases (~2% for
+// the case with the most code to optimise, Tollgate), where the HTTP bench's throughput moves by
 // several µs per request from one server start to the next. It orders the cases that are inside the
 // HTTP bench's spread; instructions are not time, so it complements that bench rather than replacing it.
 //
