@@ -29,6 +29,7 @@ import { createRequire } from 'node:module'
 import { join, resolve } from 'node:path'
 import { parseArgs } from 'node:util'
 import v8 from 'node:v8'
+import { CLIENTS, median } from './lib/stats.mjs'
 
 const { values } = parseArgs({
   options: {
@@ -67,7 +68,6 @@ if (values.cases) {
 }
 const PEERS = { fastify: ['frl-memory'], express: ['erl-memory', 'rlf-memory'], koa: ['krl-memory'] }
 const LIKE_FOR_LIKE = { 'rlf-memory': 'tollgate-memory-no-headers' }
-const CLIENTS = Array.from({ length: 10_000 }, (_, k) => `10.${(k >> 16) & 255}.${(k >> 8) & 255}.${k & 255}`)
 const require = createRequire(join(process.cwd(), 'bench', 'hook-cost.cjs'))
 
 /** Sends one GET to `port` and leaves it unanswered: the route handler holds the request. */
@@ -228,12 +228,6 @@ async function measurable(headers, apply) {
       loop()
     })
   return { run }
-}
-
-function median(xs) {
-  const s = [...xs].sort((a, b) => a - b)
-  const m = s.length >> 1
-  return s.length % 2 ? s[m] : (s[m - 1] + s[m]) / 2
 }
 
 const results = []

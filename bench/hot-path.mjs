@@ -22,6 +22,7 @@ import { pathToFileURL } from 'node:url'
 import { parseArgs } from 'node:util'
 import v8 from 'node:v8'
 import { importFrom } from './lib/baseline.mjs'
+import { CLIENTS } from './lib/stats.mjs'
 
 const { values } = parseArgs({
   options: {
@@ -32,13 +33,13 @@ const { values } = parseArgs({
   },
 })
 if (values.help) {
-  console.log('usage: node --expose-gc --min-semi-space-size=256 --max-semi-space-size=256 bench/hot-path.mjs [--baseline DIR] [--cycles N] [--ops N]')
+  console.log(
+    'usage: node --expose-gc --min-semi-space-size=256 --max-semi-space-size=256 bench/hot-path.mjs [--baseline DIR] [--cycles N] [--ops N]',
+  )
   process.exit(0)
 }
 const CYCLES = Number(values.cycles)
 const OPS = Number(values.ops)
-
-const CLIENTS = Array.from({ length: 10_000 }, (_, k) => `10.${(k >> 16) & 255}.${(k >> 8) & 255}.${k & 255}`)
 
 /** A framework-shaped request and response: the IP is a property, headers go into a plain object. */
 function makeIO() {

@@ -23,6 +23,7 @@ import { tmpdir } from 'node:os'
 import { join, resolve } from 'node:path'
 import { parseArgs } from 'node:util'
 import { deadline, freePort, installSignalHandlers, onCleanup, pinned, spawnTracked, stopAll, stopChild, which } from './lib/procs.mjs'
+import { CLIENTS, median } from './lib/stats.mjs'
 
 const { values } = parseArgs({
   options: {
@@ -66,7 +67,6 @@ if (values.cases) {
   const wanted = values.cases.split(',')
   for (const fw in CASES) CASES[fw] = CASES[fw].filter((c) => c === 'bare' || wanted.some((w) => c.startsWith(w)))
 }
-const CLIENTS = Array.from({ length: 10_000 }, (_, k) => `10.${(k >> 16) & 255}.${(k >> 8) & 255}.${k & 255}`)
 const work = mkdtempSync(join(tmpdir(), 'tollgate-instructions-'))
 onCleanup(() => rmSync(work, { recursive: true, force: true }))
 
@@ -144,12 +144,6 @@ async function measure(framework, caseName, many) {
   }
   if (!(total > 0)) throw new Error(`${framework} ${caseName}: callgrind reported no instructions`)
   return total / REQUESTS
-}
-
-const median = (xs) => {
-  const s = [...xs].sort((a, b) => a - b)
-  const m = s.length >> 1
-  return s.length % 2 ? s[m] : (s[m - 1] + s[m]) / 2
 }
 
 const started = Date.now()
