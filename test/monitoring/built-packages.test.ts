@@ -19,7 +19,8 @@ ${load('AggregationTemporality, InMemoryMetricExporter, MeterProvider, PeriodicE
 const exporter = new InMemoryMetricExporter(AggregationTemporality.CUMULATIVE)
 const reader = new PeriodicExportingMetricReader({ exporter, exportIntervalMillis: 3600000 })
 if (process.env.WITH_SDK) metrics.setGlobalMeterProvider(new MeterProvider({ readers: [reader] }))
-const limiter = new Limiter({ max: 2, name: 'child' })
+// A fixed clock: three decisions on a real one could straddle a window's end, and the third be allowed.
+const limiter = new Limiter({ max: 2, name: 'child', clock: () => 1_700_000_000_500 })
 // The limiter loads @opentelemetry/api with import(): let that finish, as a server's startup would.
 setTimeout(async () => {
   for (let i = 0; i < 3; i++) limiter.consume(${JSON.stringify(KEY)})
