@@ -1,4 +1,5 @@
 import { type Decision, Limiter, rateLimitHeaders } from '@tollgate/core'
+import { lowerHeaderName } from '@tollgate/core/adapter'
 import { type Item, parseDictionary, parseList } from 'structured-headers'
 
 function decisions(options: ConstructorParameters<typeof Limiter>[0], at: number, n: number): Decision[] {
@@ -120,5 +121,22 @@ describe('RateLimit headers, latest draft (structured fields)', () => {
   it('sends no rate-limit fields when headers are off, but still says when to retry', () => {
     const refused = decisions({ max: 1 }, at, 2)[1]!
     expect(rateLimitHeaders([refused], false, false)).toEqual({ 'Retry-After': '1', 'Cache-Control': 'no-store' })
+  })
+})
+
+describe('lowerHeaderName (what the fastify adapter writes)', () => {
+  it('gives every field name of every header style in lower case, and other names lower-cased too', () => {
+    const at = 1_700_000_000_500
+    const [allowed, refused] = decisions({ max: 1 }, at, 2)
+    const names = new Set<string>()
+    for (const style of ['draft-8', 'draft-7', 'draft-6', false] as const) {
+      for (const legacy of [false, true]) {
+        for (const d of [allowed!, refused!]) for (const name of Object.keys(rateLimitHeaders([d], style, legacy))) names.add(name)
+      }
+    }
+    // The records use ten names; each must map to its own lower case (a typo in the table would not).
+    expect(names.size).toBe(10)
+    for (const name of names) expect(lowerHeaderName(name)).toBe(name.toLowerCase())
+    expect(lowerHeaderName('X-Custom-Field')).toBe('x-custom-field')
   })
 })
