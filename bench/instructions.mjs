@@ -2,20 +2,23 @@
 // Instructions per request: each memory-store case's whole server (HTTP parsing, the limiter, the
 // response, the collector) run under valgrind's callgrind, which counts the instructions the server
 // process executes instead of timing it. The count does not follow the CPU's clock (run it on an idle
-// machine all the same: see bench/README.md), and repeats within ~0.3% between server processes for most cases (~2% for
-// the case with the most code to optimise, Tollgate), where the HTTP bench's throughput moves by
-// several µs per request from one server start to the next. It orders the cases that are inside the
-// HTTP bench's spread; instructions are not time, so it complements that bench rather than replacing it.
+// machine all the same: see bench/README.md), where the HTTP bench's throughput moves by several µs
+// per request from one server start to the next. It orders the cases that are inside the HTTP bench's
+// spread; instructions are not time, so it complements that bench rather than replacing it.
+//
+// The warm-up matters more than anything else here: after 20,000 requests V8 is still compiling and
+// the heap still growing, which put ~14k instructions per request into bare fastify's count (91.4k
+// against 77.0k after 100,000) and moved one case by up to 3% between servers. Hence 100,000 by default.
 //
 //   node bench/instructions.mjs [--frameworks LIST] [--modes one,many] [--cases LIST] [--rounds N]
-//                               [--warm N] [--requests N] [--out NAME]
+//                               [--warm N] [--requests N] [--core N] [--out NAME]
 //
 // Per case and round: the server (bench/servers/<framework>.mjs, the HTTP bench's own) starts under
 // callgrind with counting off; this process sends --warm requests (8 keep-alive connections; in "many"
 // mode each request from one of 10,000 addresses in X-Forwarded-For, round-robin), turns counting on,
 // sends --requests more, turns it off, and reads the count. Rounds alternate the order of the cases.
 // Needs valgrind (callgrind_control comes with it) and the Tollgate packages built. A server under
-// callgrind runs ~50 times slower: a case takes ~40 s.
+// callgrind runs ~50 times slower: a case takes ~2 min (fastify) with the default counts.
 import { execFileSync } from 'node:child_process'
 import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { Agent, request } from 'node:http'
@@ -31,16 +34,17 @@ const { values } = parseArgs({
     modes: { type: 'string', default: 'one,many' },
     cases: { type: 'string', default: '' },
     rounds: { type: 'string', default: '2' },
-    warm: { type: 'string', default: '20000' },
-    requests: { type: 'string', default: '10000' },
+    warm: { type: 'string', default: '100000' },
+    requests: { type: 'string', default: '20000' },
     out: { type: 'string', default: 'RESULTS-instructions' },
+    core: { type: 'string', default: '0' },
     'max-minutes': { type: 'string', default: '90' },
     help: { type: 'boolean', short: 'h' },
   },
 })
 if (values.help) {
   console.log(
-    'usage: node bench/instructions.mjs [--frameworks fastify,express,koa] [--modes one,many] [--cases LIST] [--rounds N] [--warm N] [--requests N] [--out NAME]',
+    'usage: node bench/instructions.mjs [--frameworks fastify,express,koa] [--modes one,many] [--cases LIST] [--rounds N] [--warm N] [--requests N] [--core N] [--out NAME]',
   )
   process.exit(0)
 }
@@ -99,8 +103,10 @@ async function drive(port, n, many) {
 async function measure(framework, caseName, many) {
   const port = await freePort()
   const out = join(work, `${framework}-${caseName}-${port}`)
-  // The server on core 0, as in the HTTP bench (taskset execs, so the PID is valgrind's, which is the server's).
-  const [cmd, args] = pinned(0, 'valgrind', [
+  // The server on one core, 0 as in the HTTP bench (taskset execs, so the PID is valgrind's, which is
+  // the server's). A server under callgrind leaves its client mostly idle, so two runs of this bench
+  // can share a 2-core machine, one per core (--core 1 for the second).
+  const [cmd, args] = pinned(Number(values.core), 'valgrind', [
     '--tool=callgrind',
     '--instr-atstart=no',
     `--callgrind-out-file=${out}.%p`,
@@ -200,7 +206,10 @@ for (const framework of values.frameworks.split(',')) {
       )
     }
     const notes = []
+    const minimal = rows.find((r) => r.case === 'minimal')
     if (ours && floor) notes.push(`Tollgate ÷ floor (by instructions): ${(floor.ir / ours.ir).toFixed(3)}`)
+    if (minimal && floor) notes.push(`minimal ÷ floor: ${(floor.ir / minimal.ir).toFixed(3)}`)
+    if (ours && minimal) notes.push(`Tollgate ÷ minimal: ${(minimal.ir / ours.ir).toFixed(3)}`)
     for (const peer of PEERS[framework]) {
       const p = rows.find((r) => r.case === peer)
       if (ours && p)

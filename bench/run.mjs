@@ -160,7 +160,8 @@ function config() {
 
 /** The cases of a framework, filtered; with a baseline, floor is always kept and each Tollgate case has its twin. */
 function casesOf(fw, filter, baseline) {
-  const all = FRAMEWORKS[fw]
+  // An optional case runs only when named exactly (a prefix that names it, such as tollgate-memory, does not).
+  const all = FRAMEWORKS[fw].filter((c) => !CASES[c].optional || filter.includes(c))
   if (!filter.length) return baseline ? withTwins(all) : all
   const keep = baseline ? ['bare', 'floor'] : ['bare']
   const picked = all.filter((c) => keep.includes(c) || filter.some((f) => c === f || c.startsWith(f)))

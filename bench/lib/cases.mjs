@@ -6,6 +6,9 @@ export const CASES = {
   minimal: { label: 'minimal: the floor plus a hand-written per-client count (memory)' },
   'tollgate-memory': { label: 'Tollgate, memory', tollgate: true },
   'tollgate-redis': { label: 'Tollgate, Redis', tollgate: true, redis: true },
+  // Like for like with rate-limiter-flexible's middleware, which writes no quota fields. Optional: it
+  // runs only when --cases names it exactly, so the default run is unchanged.
+  'tollgate-memory-no-headers': { label: 'Tollgate, memory, headers: false (no quota fields)', tollgate: true, optional: true },
   'erl-memory': { label: 'express-rate-limit, memory' },
   'erl-redis': { label: 'express-rate-limit + rate-limit-redis', redis: true },
   'rlf-memory': { label: 'rate-limiter-flexible, memory (hand-written middleware)' },
@@ -18,9 +21,20 @@ export const CASES = {
 
 // bare first; the order of the others only matters for the forward/reverse rotation.
 export const FRAMEWORKS = {
-  express: ['bare', 'floor', 'minimal', 'tollgate-memory', 'tollgate-redis', 'erl-memory', 'erl-redis', 'rlf-memory', 'rlf-redis'],
-  fastify: ['bare', 'floor', 'minimal', 'tollgate-memory', 'tollgate-redis', 'frl-memory', 'frl-redis'],
-  koa: ['bare', 'floor', 'minimal', 'tollgate-memory', 'tollgate-redis', 'krl-memory', 'krl-redis'],
+  express: [
+    'bare',
+    'floor',
+    'minimal',
+    'tollgate-memory',
+    'tollgate-memory-no-headers',
+    'tollgate-redis',
+    'erl-memory',
+    'erl-redis',
+    'rlf-memory',
+    'rlf-redis',
+  ],
+  fastify: ['bare', 'floor', 'minimal', 'tollgate-memory', 'tollgate-memory-no-headers', 'tollgate-redis', 'frl-memory', 'frl-redis'],
+  koa: ['bare', 'floor', 'minimal', 'tollgate-memory', 'tollgate-memory-no-headers', 'tollgate-redis', 'krl-memory', 'krl-redis'],
 }
 
 export const MODES = {

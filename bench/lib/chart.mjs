@@ -10,6 +10,7 @@ const SHORT = {
   floor: 'floor (headers + 429 only)',
   minimal: 'minimal (floor + per-client count)',
   'tollgate-memory': 'Tollgate, memory',
+  'tollgate-memory-no-headers': 'Tollgate, memory, headers: false',
   'tollgate-redis': 'Tollgate, Redis',
   'erl-memory': 'express-rate-limit, memory',
   'erl-redis': 'express-rate-limit, Redis',
