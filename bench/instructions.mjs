@@ -6,9 +6,11 @@
 // per request from one server start to the next. It orders the cases that are inside the HTTP bench's
 // spread; instructions are not time, so it complements that bench rather than replacing it.
 //
-// The warm-up matters more than anything else here: after 20,000 requests V8 is still compiling and
-// the heap still growing, which put ~14k instructions per request into bare fastify's count (91.4k
-// against 77.0k after 100,000) and moved one case by up to 3% between servers. Hence 100,000 by default.
+// The warm-up matters: after 20,000 requests V8 is still compiling and the heap still growing, which
+// put ~14k instructions per request into bare fastify's count (91.4k against 77.0k after 100,000).
+// Hence 100,000 by default. Even then one case's count can move between servers (bare and the minimal
+// limiter within 0.4%, the floor by 4%, Tollgate by 7%: what V8 optimises and inlines is decided while
+// the server runs), so compare cases over several rounds, not one server each.
 //
 //   node bench/instructions.mjs [--frameworks LIST] [--modes one,many] [--cases LIST] [--rounds N]
 //                               [--warm N] [--requests N] [--core N] [--out NAME]
