@@ -106,7 +106,8 @@ async function profile(caseName) {
   const server = spawnTracked(`${FRAMEWORK} ${caseName}`, cmd, args, { cwd: work })
   server.stderr.resume()
   try {
-    await waitForLine(server, /READY|SKIP/, 30_000, `${FRAMEWORK} ${caseName}`)
+    const [line] = await waitForLine(server, /READY|SKIP.*/, 30_000, `${FRAMEWORK} ${caseName}`)
+    if (line.startsWith('SKIP')) throw new Error(`${FRAMEWORK} ${caseName} cannot run: ${line}`)
     await load(port, Number(values.warm))
     // wrk runs a second longer on each side of the sampled window, so the window is under full load.
     const rate = load(port, SECONDS + 2)
