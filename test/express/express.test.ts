@@ -91,6 +91,32 @@ describe.each([
     server.close()
   })
 
+  it('keeps the decisions out of sight in res.locals, and on a request whose res.locals was replaced by a non-object', async () => {
+    const a = makeApp()
+    const limit = rateLimit({ max: 5, clock: () => 1_763_729_100_250, logger: quiet })
+    a.get('/locals', limit, limit, (req, res) => {
+      // A template sees res.locals through its string keys: Tollgate adds none.
+      res.json({ keys: Object.keys(res.locals), json: JSON.stringify(res.locals), all: req.rateLimits?.map((d) => d.remaining) })
+    })
+    a.get(
+      '/replaced',
+      (_req, res, next) => {
+        res.locals = null as unknown as typeof res.locals
+        next()
+      },
+      limit,
+      limit,
+      (req, res) => {
+        res.json({ last: req.rateLimit?.remaining, all: req.rateLimits?.map((d) => d.remaining) })
+      },
+    )
+    const agent = request(createServer(a))
+    // Mounted twice, counted once, on either kind of request.
+    expect((await agent.get('/locals').expect(200)).body).toEqual({ keys: [], json: '{}', all: [4] })
+    expect((await agent.get('/replaced').expect(200)).body).toEqual({ last: 3, all: [3] })
+    expect((await agent.get('/locals').expect(200)).body).toEqual({ keys: [], json: '{}', all: [2] })
+  })
+
   it('sends a custom message, status code, or handler', async () => {
     await request(createServer(app({ max: 0, message: 'slow down' })))
       .get('/')
