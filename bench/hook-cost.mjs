@@ -12,8 +12,8 @@
 // held open to have a socket, a route and the app's settings):
 //   fastify  the route's own Request and Reply classes, through fastify's onRequest hook runner
 //            (fastify/lib/hooks.js)
-//   express  an IncomingMessage and a ServerResponse set up as Express's app.handle sets up each request,
-//            the middleware called as the router calls it, (req, res, next)
+//   express  an IncomingMessage and a ServerResponse handed to an app of the case's own through
+//            app.handle, which sets them up (prototypes, res.locals) and runs its router, as a server does
 //   koa      Koa's app.createContext over a new IncomingMessage and ServerResponse, the middleware
 //            composed with a terminal one by koa-compose, as Koa composes it
 // So each limiter meets each request for the first time, as in a server. `none` is the same loop with
@@ -138,25 +138,30 @@ async function setUp(framework) {
     })
     holders.push(holdOne(server.address().port))
     const { req } = await held
-    // A request and response per run, set up as Express's app.handle sets up each request.
-    const fresh = () => {
-      const r = newRequest(req)
-      const s = new ServerResponse(r)
-      Object.setPrototypeOf(r, app.request)
-      Object.setPrototypeOf(s, app.response)
-      r.res = s
-      s.req = r
-      return r
+    // A request and response per run, handed to an app of the case's own through app.handle, as the
+    // server hands each request: Express sets both objects up (prototypes, res.locals) and its router
+    // adds its properties, so the limiter meets objects of a real request's shape. The app's last
+    // middleware ends the run; `none` is an app with that one only.
+    const express = createRequire(require.resolve('express'))('express')
+    const failed = (error) => {
+      throw error ?? new Error('express: a request fell through to the final handler')
     }
     for (const name of CASES.express) {
       const mw = name === 'none' ? null : await servers.limiterFor(name, ARGS)
-      const apply =
-        mw === null
-          ? (done) => done(void fresh())
-          : (done) => {
-              const r = fresh()
-              mw(r, r.res, done)
-            }
+      const caseApp = express()
+      caseApp.set('trust proxy', 'loopback')
+      if (mw !== null) caseApp.use(mw)
+      let pending
+      caseApp.use(() => {
+        const done = pending
+        pending = undefined
+        done()
+      })
+      const apply = (done) => {
+        const r = newRequest(req)
+        pending = done
+        caseApp.handle(r, new ServerResponse(r), failed)
+      }
       cases[name] = await measurable(req.headers, apply)
     }
   } else if (framework === 'koa') {
