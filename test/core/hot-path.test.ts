@@ -141,7 +141,7 @@ describe('header records kept per policy and quota', () => {
     const limiter = new Limiter({ max: 2, window: '1m', headersOn: 'refused', clock: () => now, key: () => 'k' })
     const allowed = limiter.check({}) as Decision
     expect(limiter.headers([allowed])).toEqual({})
-    expect(limiter.headers([limiter.check({}) as Decision])).toEqual({})
+    expect(limiter.headers([limiter.check({}) as Decision])).toBe(limiter.headers([allowed]))
     now += 10
     const refused = limiter.check({}) as Decision
     expect(limiter.headers([refused])).toEqual({
@@ -150,6 +150,25 @@ describe('header records kept per policy and quota', () => {
       'Retry-After': '60',
       'Cache-Control': 'no-store',
     })
+  })
+
+  it.each([
+    [{ headers: false }, {}],
+    [
+      { headers: false, legacyHeaders: true },
+      { 'X-RateLimit-Limit': '1000', 'X-RateLimit-Remaining': '999', 'X-RateLimit-Reset': '1763729160' },
+    ],
+  ] as const)('builds no record for allowed requests when they carry no fields (%j)', (options, first) => {
+    let now = at
+    const limiter = new Limiter({ max: 1000, window: '1m', ...options, clock: () => now })
+    const records = new Set<object>()
+    for (let i = 0; i < 50; i++) {
+      now += 7
+      records.add(limiter.headers([limiter.consume('one client') as Decision]))
+    }
+    // With no fields the one record serves every request; with legacy fields each remaining value needs its own.
+    expect(records.size).toBe(Object.keys(first).length === 0 ? 1 : 50)
+    expect([...records][0]).toEqual(first)
   })
 })
 

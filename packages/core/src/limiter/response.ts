@@ -46,6 +46,9 @@ function newQuota(d: Decision): Quota {
   }
 }
 
+/** The record of an allowed request when allowed responses carry no fields (`headers: false`, or `headersOn: "refused"`). */
+const NO_FIELDS: Readonly<Record<string, string>> = Object.freeze({})
+
 const refusalDetail = (d: Decision): string =>
   `Too many requests: the limit is ${d.limit} per ${describeDuration(d.policy.windowMs)}. Retry after the number of seconds in the Retry-After header.`
 const denialDetail = (): string => 'This client may not make requests here.'
@@ -64,6 +67,8 @@ export class ResponseParts<Req> {
    * headersOn 'allowed'): its record is built here as one object literal, not by the general builder.
    */
   private readonly draft8: boolean
+  /** Allowed responses carry no fields: their record is NO_FIELDS, built by nothing. */
+  private readonly quietAllowed: boolean
 
   constructor(
     private readonly config: Config<Req>,
@@ -71,6 +76,7 @@ export class ResponseParts<Req> {
     private readonly refund: (decision: Decision) => Promise<void>,
   ) {
     this.draft8 = config.headers === 'draft-8' && !config.legacyHeaders && config.headersOn !== 'refused'
+    this.quietAllowed = (config.headers === false && !config.legacyHeaders) || config.headersOn === 'refused'
   }
 
   /** True when the response's outcome matters (the skip*Requests options). */
@@ -85,7 +91,7 @@ export class ResponseParts<Req> {
   headers(decisions: readonly Decision[]): Readonly<Record<string, string>> {
     if (decisions.length === 1) {
       const d = decisions[0]!
-      if (d.allowed && d.limits === undefined) return this.quota(d)
+      if (d.allowed && d.limits === undefined) return this.quietAllowed ? NO_FIELDS : this.quota(d)
     }
     return this.build(decisions)
   }
