@@ -2,6 +2,7 @@ import type { ServerResponse } from 'node:http'
 import type { Limiter } from './limiter/limiter'
 import type { Rejection } from './limiter/response'
 import { type Decision, isThenable, type MaybePromise } from './types'
+import { firstVisit } from './visits'
 
 /*
  * "@tollgate/core/adapter": what adapter packages build on. The response sequence lives here, once:
@@ -102,53 +103,9 @@ export function createGate<Req, Res, Extra = undefined>(
 
 const refused = (): false => false
 
-/**
- * Records a decision where a framework's users read it (`req.rateLimit`, the last; `req.rateLimits`,
- * all of them in order) on `holder` (the request, or Koa's `ctx.state`); returns every decision so far.
- */
-export function recordDecision(holder: { rateLimit?: Decision; rateLimits?: Decision[] }, decision: Decision): Decision[] {
-  holder.rateLimit = decision
-  const all = holder.rateLimits
-  if (all !== undefined) {
-    all.push(decision)
-    return all
-  }
-  const first = [decision]
-  holder.rateLimits = first
-  return first
-}
-
-/**
- * Property where `firstVisit` marks a request. Exported so an adapter can declare it up front (fastify's
- * decorateRequest): adding an undeclared property to every request changes its object shape.
- */
-export const VISITED = Symbol('tollgate.visitedBy')
-type Visited = { [VISITED]?: object | object[] }
-
-/** True the first time `limiter` meets this request object; the mark is a property of the request. */
-export function firstVisit(request: unknown, limiter: object): boolean {
-  const r = request as Visited
-  const next = withVisitor(r[VISITED], limiter)
-  if (next === undefined) return false
-  r[VISITED] = next
-  return true
-}
-
-/**
- * The limiters that have met a request (`seen`, as kept by the adapter), with `limiter` added;
- * undefined when it was there already. For an adapter that keeps the marks somewhere of its own.
- */
-export function withVisitor(seen: object | object[] | undefined, limiter: object): object | object[] | undefined {
-  if (seen === undefined) return limiter
-  if (seen === limiter) return undefined
-  if (!Array.isArray(seen)) return [seen, limiter]
-  if (seen.includes(limiter)) return undefined
-  seen.push(limiter)
-  return seen
-}
-
 export { isObject, type MethodDecorator, methodDecorator, missingRequest } from './decorators'
 export { invalidOption } from './errors'
+export { expressVisit, isExpressRequest, recordOnExpressRequest } from './express-requests'
 export { lowerHeaderName } from './headers'
 export type { Limiter } from './limiter/limiter'
 export type { Rejection } from './limiter/response'
@@ -156,3 +113,4 @@ export { adapterChoice, adapterFunction } from './options/checks'
 export { LIMIT_DEFINING_KEYS, nestedOptions } from './options/nested-options'
 export type { AdapterHooks, Decision, MaybePromise } from './types'
 export { isThenable } from './types'
+export { firstVisit, recordDecision, VISITED, withVisitor } from './visits'

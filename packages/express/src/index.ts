@@ -3,15 +3,16 @@ import {
   adapterFunction,
   createGate,
   type Decision,
+  expressVisit,
   isObject,
   isThenable,
   type MethodDecorator,
   methodDecorator,
   missingRequest,
   type ResponseIO,
+  recordOnExpressRequest,
 } from '@tollgate/core/adapter'
 import type { NextFunction, Request, Response } from 'express'
-import { record, visit } from './request-decisions'
 
 // The public API of @tollgate/core, so an app imports from one package.
 export * from '@tollgate/core'
@@ -57,7 +58,7 @@ const hooks = {
 
 /** Express's side of the response sequence (core's adapter.ts runs it). */
 const io: ResponseIO<Request, Response> = {
-  record: (req, _res, decision) => record(req, decision),
+  record: (req, _res, decision) => recordOnExpressRequest(req, decision),
   setHeaders(res, headers) {
     for (const name in headers) res.setHeader(name, headers[name]!)
   },
@@ -67,8 +68,8 @@ const io: ResponseIO<Request, Response> = {
     res.end(rejection.bytes)
   },
   raw: (res) => res,
-  // Kept off the request, with its decisions: adding a property to an Express request is slow (request-decisions.ts).
-  visit,
+  // Kept off the request, with its decisions: adding a property to an Express request is slow (core's express-requests.ts).
+  visit: expressVisit,
 }
 
 /**
