@@ -28,7 +28,10 @@ class Visits {
  * the request's own data (created with no prototype, so one more key is one hash insert): 0.15 µs in
  * that server, against 0.45 µs for an entry in a WeakMap keyed by the request, whose entries the
  * collector must also trace (an ephemeron each). A request with no `res.locals` (not set up by
- * Express, or replaced by something that is not an object) uses the WeakMap.
+ * Express, or replaced by something that is not an object) uses the WeakMap. Code that replaces
+ * `res.locals` with another object between two limiters hides the earlier decisions from the later
+ * one (and a limiter mounted on both sides of it counts such a request twice): the README asks to add
+ * to it instead, as Express's own documentation does.
  */
 const VISITS = Symbol('tollgate.visits')
 type Locals = { [VISITS]?: Visits }
