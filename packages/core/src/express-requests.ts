@@ -47,13 +47,16 @@ export function isExpressRequest(req: object): boolean {
   return localsOf(req) !== undefined
 }
 
-function visitsOf(req: Request): Visits | undefined {
-  const locals = localsOf(req)
+/** The request's entry, from its `res.locals` (`locals`, as localsOf gives it) or the WeakMap. */
+function visitsIn(req: Request, locals: Locals | undefined): Visits | undefined {
   return locals === undefined ? visitsByRequest.get(req) : locals[VISITS]
 }
 
-function keep(req: Request, visits: Visits): void {
-  const locals = localsOf(req)
+function visitsOf(req: Request): Visits | undefined {
+  return visitsIn(req, localsOf(req))
+}
+
+function keep(req: Request, locals: Locals | undefined, visits: Visits): void {
   if (locals === undefined) visitsByRequest.set(req, visits)
   else locals[VISITS] = visits
 }
@@ -123,10 +126,11 @@ function defineAccessors(proto: object): void {
 
 /** True the first time `limiter` meets this request: a limiter mounted on the app and on a route counts it once. */
 export function expressVisit(req: Request, limiter: object): boolean {
-  const visits = visitsOf(req)
+  const locals = localsOf(req)
+  const visits = visitsIn(req, locals)
   const by = withVisitor(visits?.by, limiter)
   if (by === undefined) return false
-  if (visits === undefined) keep(req, new Visits(by))
+  if (visits === undefined) keep(req, locals, new Visits(by))
   else visits.by = by
   return true
 }
@@ -140,10 +144,11 @@ export function recordOnExpressRequest(req: Request, decision: Decision): Decisi
     // Not an Express request (a test double, a custom server): plain properties.
     return recordDecision(req as { rateLimit?: Decision; rateLimits?: Decision[] }, decision)
   }
-  let visits = visitsOf(req)
+  const locals = localsOf(req)
+  let visits = visitsIn(req, locals)
   if (visits === undefined) {
     visits = new Visits([])
-    keep(req, visits)
+    keep(req, locals, visits)
   }
   if (visits.decisions === undefined) visits.decisions = [decision]
   else visits.decisions.push(decision)
