@@ -34,6 +34,7 @@ const versus = (tg, peer) => {
 /** Tollgate ÷ floor in each run of a pooled run: how far one run's figure moves from the next. */
 const byRun = (tg, floor) =>
   RUNS > 1 ? ` | ${Array.from({ length: RUNS }, (_, r) => perCycle(tg, floor, r)?.toFixed(2) ?? '–').join(' / ')}` : ''
+const withMinimal = d.groups.some((g) => g.cases.minimal?.slices?.length || g.cases['minimal-redis']?.slices?.length)
 const rows = []
 for (const fw of ['express', 'fastify', 'koa'])
   for (const mode of ['one', 'many', 'flood'])
@@ -47,18 +48,21 @@ for (const fw of ['express', 'fastify', 'koa'])
         if (!best || c.summary.ratioToBare.median > best.c.summary.ratioToBare.median) best = { id, c }
       }
       const diff = tg.summary.ratioToBare.median - best.c.summary.ratioToBare.median
-      // The minimal limiter (a hand-written per-client count in memory) when the run has it: minimal ÷ floor
-      // is what a per-client count costs against the floor's one global counter; Tollgate ÷ minimal (memory
-      // only) what Tollgate costs beyond that.
-      const minimal = g.cases.minimal?.slices?.length ? g.cases.minimal : undefined
-      const extra = minimal
-        ? ` | ${perCycle(minimal, floor).toFixed(2)} | ${store === 'memory' ? perCycle(tg, minimal).toFixed(2) : '–'}`
+      // The minimal limiter of the cell's store when the run has it (memory: a hand-written per-client
+      // count; Redis: the same count in Redis, a hand-written batched MULTI/INCRBY/PEXPIRE/EXEC on a raw
+      // socket): minimal ÷ floor is what counting per client in that store costs at the least, Tollgate ÷
+      // minimal what Tollgate costs beyond that.
+      const m = g.cases[store === 'memory' ? 'minimal' : 'minimal-redis']
+      const minimal = m?.slices?.length ? m : undefined
+      const extra = withMinimal
+        ? minimal
+          ? ` | ${perCycle(minimal, floor).toFixed(2)} | ${perCycle(tg, minimal).toFixed(2)}`
+          : ' | – | –'
         : ''
       rows.push(
         `| ${fw} | ${MODES[mode]} | ${store} | ${f(floor.summary.ratioToBare)} | **${f(tg.summary.ratioToBare)}** | ${NAMES[best.id.split('-')[0]]} ${f(best.c.summary.ratioToBare)} | ${diff >= 0 ? '+' : '−'}${Math.abs(diff).toFixed(2)} | ${versus(tg, best.c)} | ${perCycle(tg, floor).toFixed(2)}${byRun(tg, floor)}${extra} |`,
       )
     }
-const withMinimal = d.groups.some((g) => g.cases.minimal?.slices?.length)
 const runsHead = RUNS > 1 ? ` | Tollgate ÷ floor, run ${Array.from({ length: RUNS }, (_, r) => r + 1).join(' / ')}` : ''
 console.log(
   `| framework | mode | store | floor | Tollgate | best peer of the cell | Tollgate − peer | Tollgate ÷ peer per cycle, cycles ahead | Tollgate ÷ floor${runsHead}${withMinimal ? ' | minimal ÷ floor | Tollgate ÷ minimal' : ''} |`,

@@ -6,7 +6,11 @@
 // µs of server time per request. Cases run one server at a time, interleaved, for --rounds rounds.
 //
 //   node bench/profile.mjs [--framework fastify] [--cases floor,minimal,tollgate-memory] [--rounds 3]
-//                          [--seconds 10] [--warm 5] [--top 25] [--out RESULTS-profile-fastify]
+//                          [--mode one|many] [--seconds 10] [--warm 5] [--top 25] [--out RESULTS-profile-fastify]
+//
+// --mode many loads with the HTTP bench's many-clients script (10,000 client IPs by X-Forwarded-For);
+// a Redis case (tollgate-redis, minimal-redis, …) gets a redis-server of its own on core 1, next to wrk,
+// as in the HTTP bench.
 //
 // It reports each case's req/s, its server time per request by category (Tollgate's own functions, the
 // bench's hand-written hook, other JavaScript, V8 builtins, V8's runtime, GC, node's native code, the
@@ -21,6 +25,7 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join, resolve } from 'node:path'
 import { parseArgs } from 'node:util'
+import { CASES as CASE_INFO, MODES } from './lib/cases.mjs'
 import {
   deadline,
   freePort,
@@ -28,18 +33,21 @@ import {
   onCleanup,
   pinned,
   spawnTracked,
+  startRedis,
   stopAll,
   stopChild,
   waitForLine,
   which,
 } from './lib/procs.mjs'
 import { median } from './lib/stats.mjs'
+import { WRK_DIR } from './lib/wrk.mjs'
 
 const { values } = parseArgs({
   options: {
     framework: { type: 'string', default: 'fastify' },
     cases: { type: 'string', default: 'floor,minimal,tollgate-memory' },
     rounds: { type: 'string', default: '3' },
+    mode: { type: 'string', default: 'one' },
     seconds: { type: 'string', default: '10' },
     warm: { type: 'string', default: '5' },
     top: { type: 'string', default: '25' },
@@ -50,7 +58,7 @@ const { values } = parseArgs({
 })
 if (values.help) {
   console.log(
-    'usage: node bench/profile.mjs [--framework fastify] [--cases floor,minimal,tollgate-memory] [--rounds 3] [--seconds 10] [--warm 5] [--top 25] [--out NAME]',
+    'usage: node bench/profile.mjs [--framework fastify] [--cases floor,minimal,tollgate-memory] [--rounds 3] [--mode one|many] [--seconds 10] [--warm 5] [--top 25] [--out NAME]',
   )
   process.exit(0)
 }
@@ -65,6 +73,19 @@ deadline(Number(values['max-minutes']), 'profile.mjs')
 
 const FRAMEWORK = values.framework
 const CASES = values.cases.split(',')
+const MODE = MODES[values.mode]
+if (MODE === undefined || values.mode === 'flood') {
+  console.error(`--mode: one or many, not ${values.mode}`)
+  process.exit(2)
+}
+for (const c of CASES) {
+  if (CASE_INFO[c] === undefined) {
+    console.error(`unknown case ${c}; node bench/run.mjs --list names them`)
+    process.exit(2)
+  }
+}
+// Redis cases count in a redis-server of their own, on core 1 beside wrk, as in the HTTP bench.
+const redisServer = CASES.some((c) => CASE_INFO[c].redis) ? await startRedis(1) : undefined
 const ROUNDS = Number(values.rounds)
 const SECONDS = Number(values.seconds)
 const HZ = 4999
@@ -74,16 +95,25 @@ onCleanup(() => rmSync(work, { recursive: true, force: true }))
 
 /** Runs wrk against `port` for `seconds` on core 1; resolves with its req/s. */
 function load(port, seconds) {
-  const [cmd, args] = pinned(1, 'wrk', ['-t1', '-c50', `-d${seconds}s`, `http://127.0.0.1:${port}/`])
+  const [cmd, args] = pinned(1, 'wrk', [
+    '-t1',
+    '-c50',
+    `-d${seconds}s`,
+    '-s',
+    join(WRK_DIR, `${MODE.script}.lua`),
+    `http://127.0.0.1:${port}/`,
+  ])
   return new Promise((done, fail) => {
-    const child = spawn(cmd, args, { stdio: ['ignore', 'pipe', 'inherit'] })
+    const child = spawn(cmd, args, { stdio: ['ignore', 'pipe', 'inherit'], env: { ...process.env, BENCH_WRK_DIR: WRK_DIR } })
     let text = ''
     child.stdout.on('data', (d) => {
       text += d
     })
     child.on('error', fail)
     child.on('exit', () => {
-      const rps = Number(text.match(/Requests\/sec:\s+([\d.]+)/)?.[1])
+      const json = text.match(/^WRK_JSON (\{.*\})$/m)
+      const r = json ? JSON.parse(json[1]) : undefined
+      const rps = r ? r.requests / (r.duration_us / 1e6) : Number(text.match(/Requests\/sec:\s+([\d.]+)/)?.[1])
       if (rps > 0) done(rps)
       else fail(new Error(`wrk printed no rate:\n${text}`))
     })
@@ -101,6 +131,11 @@ async function profile(caseName) {
     caseName,
     '--port',
     String(port),
+    '--max',
+    String(MODE.max),
+    '--window-ms',
+    String(MODE.windowMs),
+    ...(CASE_INFO[caseName].redis ? ['--redis', redisServer.url, '--prefix', `profile-${port}:`] : []),
   ])
   // In the scratch directory: --perf-basic-prof also writes V8's isolate log to the working directory.
   const server = spawnTracked(`${FRAMEWORK} ${caseName}`, cmd, args, { cwd: work })
@@ -217,9 +252,9 @@ const byCategory = (symbols) => {
 }
 const f2 = (x) => x.toFixed(2)
 const lines = [
-  `# Server time per request by where it goes: ${FRAMEWORK}, one client`,
+  `# Server time per request by where it goes: ${FRAMEWORK}, ${values.mode === 'many' ? '10,000 clients' : 'one client'}`,
   '',
-  `\`node bench/profile.mjs --framework ${FRAMEWORK} --cases ${CASES.join(',')} --rounds ${ROUNDS} --seconds ${SECONDS}\`, node ${process.version}, ${new Date().toISOString().slice(0, 16)}Z, ${((Date.now() - started) / 60000).toFixed(1)} min. Each round starts a new server per case (core 0, \`--perf-basic-prof\`), loads it with wrk -t1 -c50 (core 1) for ${values.warm} s, then samples it with \`perf record -e cpu-clock -F ${HZ}\` for ${SECONDS} s under the same load. µs per request = samples ÷ ${HZ} ÷ requests in the window; categories are medians over rounds, symbols means. See the header of bench/profile.mjs for what a profile of this kind misattributes.`,
+  `\`node bench/profile.mjs --framework ${FRAMEWORK} --cases ${CASES.join(',')} --mode ${values.mode} --rounds ${ROUNDS} --seconds ${SECONDS}\`, node ${process.version}, ${new Date().toISOString().slice(0, 16)}Z, ${((Date.now() - started) / 60000).toFixed(1)} min. Each round starts a new server per case (core 0, \`--perf-basic-prof\`), loads it with wrk -t1 -c50 (core 1, ${values.mode === 'many' ? '10,000 clients by X-Forwarded-For' : 'one client'}${redisServer ? ', a redis-server of its own on core 1 for the Redis cases' : ''}) for ${values.warm} s, then samples it with \`perf record -e cpu-clock -F ${HZ}\` for ${SECONDS} s under the same load. µs per request = samples ÷ ${HZ} ÷ requests in the window; categories are medians over rounds, symbols means. See the header of bench/profile.mjs for what a profile of this kind misattributes.`,
   '',
   `| | ${CASES.join(' | ')} |`,
   `|---|${CASES.map(() => '--:').join('|')}|`,

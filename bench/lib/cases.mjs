@@ -4,6 +4,11 @@ export const CASES = {
   bare: { label: 'bare (no limiter)' },
   floor: { label: 'floor: the same headers and 429, no limiter logic' },
   minimal: { label: 'minimal: the floor plus a hand-written per-client count (memory)' },
+  'minimal-redis': {
+    label:
+      'minimal, Redis: the minimal limiter counting in Redis (hand-written MULTI/INCRBY/PEXPIRE/EXEC on a raw socket, batched per turn)',
+    redis: true,
+  },
   'tollgate-memory': { label: 'Tollgate, memory', tollgate: true },
   'tollgate-redis': { label: 'Tollgate, Redis', tollgate: true, redis: true },
   // Like for like with rate-limiter-flexible's middleware, which writes no quota fields. Optional: it
@@ -25,6 +30,7 @@ export const FRAMEWORKS = {
     'bare',
     'floor',
     'minimal',
+    'minimal-redis',
     'tollgate-memory',
     'tollgate-memory-no-headers',
     'tollgate-redis',
@@ -33,8 +39,28 @@ export const FRAMEWORKS = {
     'rlf-memory',
     'rlf-redis',
   ],
-  fastify: ['bare', 'floor', 'minimal', 'tollgate-memory', 'tollgate-memory-no-headers', 'tollgate-redis', 'frl-memory', 'frl-redis'],
-  koa: ['bare', 'floor', 'minimal', 'tollgate-memory', 'tollgate-memory-no-headers', 'tollgate-redis', 'krl-memory', 'krl-redis'],
+  fastify: [
+    'bare',
+    'floor',
+    'minimal',
+    'minimal-redis',
+    'tollgate-memory',
+    'tollgate-memory-no-headers',
+    'tollgate-redis',
+    'frl-memory',
+    'frl-redis',
+  ],
+  koa: [
+    'bare',
+    'floor',
+    'minimal',
+    'minimal-redis',
+    'tollgate-memory',
+    'tollgate-memory-no-headers',
+    'tollgate-redis',
+    'krl-memory',
+    'krl-redis',
+  ],
 }
 
 export const MODES = {

@@ -9,6 +9,7 @@ const SHORT = {
   bare: 'bare (no limiter)',
   floor: 'floor (headers + 429 only)',
   minimal: 'minimal (floor + per-client count)',
+  'minimal-redis': 'minimal, Redis (count in Redis)',
   'tollgate-memory': 'Tollgate, memory',
   'tollgate-memory-no-headers': 'Tollgate, memory, headers: false',
   'tollgate-redis': 'Tollgate, Redis',
@@ -42,7 +43,7 @@ function colorOf(id) {
   const info = caseInfo(id) ?? {}
   if (id === 'bare') return COLOR.bare
   if (id === 'floor') return COLOR.floor
-  if (id === 'minimal') return COLOR.minimal
+  if (id === 'minimal' || id === 'minimal-redis') return COLOR.minimal
   if (info.tollgate) return info.baseline ? COLOR.tollgateBase : info.redis ? COLOR.tollgateRedis : COLOR.tollgate
   return info.redis ? COLOR.peerRedis : COLOR.peer
 }

@@ -1,6 +1,7 @@
 // Shared plumbing for the benchmark servers: argument parsing, the Redis client, READY, and
 // shutting down when the runner goes away. Nothing here runs on the request path.
 import { realpathSync } from 'node:fs'
+import { connect } from 'node:net'
 import { pathToFileURL } from 'node:url'
 import { parseArgs } from 'node:util'
 import { importFrom } from '../lib/baseline.mjs'
@@ -169,6 +170,191 @@ export function minimalLimiter(max, windowMs) {
       return n <= max ? `${head}${max - n};t=${t}` : undefined
     },
     /** The refusal's header record for the current second (built once per second). */
+    refused() {
+      if (refusedFor !== t) {
+        refused = { 'RateLimit-Policy': f.policy, RateLimit: `${head}0;t=${t}`, 'Retry-After': String(t), 'Cache-Control': 'no-store' }
+        refusedFor = t
+      }
+      return refused
+    },
+  }
+}
+
+/**
+ * Keys outlive their window by this much, as Tollgate's do (TTL_MARGIN_MS): the same PEXPIRE, the same
+ * key lifetime in Redis. (Expiring right at the window's end, the keys would also be gone when the
+ * runner counts them after a slice if a window turned in between.)
+ */
+const MINIMAL_REDIS_TTL_MARGIN_MS = 1000
+/** A batch is sent at once when it holds this many keys (Tollgate's MAX_BATCH_KEYS). */
+const MINIMAL_REDIS_BATCH_KEYS = 64
+
+/**
+ * The minimal limiter counting in Redis: the least a Redis-backed fixed-window limiter does per request
+ * with the required pattern, written by hand for this bench as the floor for the Redis cells. The
+ * requests of one event-loop turn are collected (the first schedules a setImmediate flush; a batch of
+ * 64 keys goes at once), those with the same key merged into one INCRBY, and the batch written as ONE
+ * string on a socket of its own: MULTI, INCRBY key n and PEXPIRE key ttl per key, EXEC. The replies
+ * (+OK, a +QUEUED per command, EXEC's array of integers) are read from the bytes by hand, and each
+ * request given its own position in its key's count. No client library, options, retries or timeouts;
+ * an error reply or a closed socket answers the requests waiting on it with null (the server sends 500).
+ * Resolves once the socket is connected.
+ */
+export async function minimalRedisLimiter(max, windowMs, url, prefix) {
+  if (!url) fail('this case needs --redis <url>')
+  const at = /^redis:\/\/(?:[^@/]*@)?(\[[^\]]*\]|[^:/]*)(?::(\d+))?/.exec(url)
+  if (!at) fail(`minimal-redis: cannot parse --redis ${url} (want redis://host:port)`)
+  const host = at[1].replace(/^\[|\]$/g, '') || '127.0.0.1'
+  const port = Number(at[2] ?? 6379)
+  const socket = connect(port, host)
+  socket.setNoDelay(true)
+  await new Promise((resolve) => {
+    const refused = (err) => fail(`minimal-redis: cannot connect to ${host}:${port}: ${err.message}`)
+    socket.once('error', refused)
+    socket.once('connect', () => {
+      socket.off('error', refused)
+      resolve()
+    })
+  })
+
+  const f = floorResponses(max, windowMs)
+  const head = `"${f.name}";r=`
+  let t = 1
+  let refusedFor = 0
+  let refused = f.refused
+
+  // This turn's keys: { key, n, t, ttl, cb, more } by key (cb: the first request's callback, more: the others').
+  let byKey = new Map()
+  let batch = []
+  let scheduled = false
+  const inFlight = [] // transactions written, oldest first: { batch, replies, left, error }
+  let dead = false
+
+  const settle = (entry, count) => {
+    t = entry.t // for refused()
+    let position = count - entry.n + 1
+    entry.cb(position <= max ? `${head}${max - position};t=${entry.t}` : undefined)
+    if (entry.more === undefined) return
+    for (const cb of entry.more) {
+      position++
+      cb(position <= max ? `${head}${max - position};t=${entry.t}` : undefined)
+    }
+  }
+  const failEntry = (entry) => {
+    entry.cb(null)
+    if (entry.more !== undefined) for (const cb of entry.more) cb(null)
+  }
+  const failAll = (why) => {
+    if (!dead) process.stderr.write(`minimal-redis: ${why}\n`)
+    dead = true
+    socket.destroy()
+    for (const tx of inFlight.splice(0)) for (const entry of tx.batch) failEntry(entry)
+  }
+
+  const flush = () => {
+    const entries = batch
+    batch = []
+    byKey = new Map()
+    if (dead) {
+      for (const entry of entries) failEntry(entry)
+      return
+    }
+    let out = '*1\r\n$5\r\nMULTI\r\n'
+    for (const { key, n, ttl } of entries) {
+      const k = `$${Buffer.byteLength(key)}\r\n${key}\r\n`
+      const count = String(n)
+      const ms = String(ttl)
+      out += `*3\r\n$6\r\nINCRBY\r\n${k}$${count.length}\r\n${count}\r\n*3\r\n$7\r\nPEXPIRE\r\n${k}$${ms.length}\r\n${ms}\r\n`
+    }
+    out += '*1\r\n$4\r\nEXEC\r\n'
+    inFlight.push({ batch: entries, replies: 0, left: -1, error: false })
+    socket.write(out)
+  }
+  const onImmediate = () => {
+    scheduled = false
+    if (batch.length) flush()
+  }
+
+  // RESP2, the replies this transaction gets: one line each (+OK, +QUEUED, *N, :n, -error), CRLF ended.
+  let rest // the bytes of an unfinished line, from the last chunk
+  socket.on('data', (chunk) => {
+    const buf = rest === undefined ? chunk : Buffer.concat([rest, chunk])
+    rest = undefined
+    let pos = 0
+    for (;;) {
+      const lf = buf.indexOf(10, pos)
+      if (lf < 0) break
+      const type = buf[pos]
+      let value = 0
+      if (type === 58 || type === 42) {
+        // :n or *N: the integer after the type byte, up to the CR.
+        let i = pos + 1
+        const negative = buf[i] === 45
+        if (negative) i++
+        for (; i < lf - 1; i++) value = value * 10 + buf[i] - 48
+        if (negative) value = -value
+      }
+      pos = lf + 1
+      const tx = inFlight[0]
+      if (tx === undefined) return failAll('a reply with no transaction waiting for it')
+      const keys = tx.batch.length
+      if (tx.left > 0) {
+        // An element of EXEC's array: INCRBY's count (even) or PEXPIRE's 1/0 (odd).
+        const j = 2 * keys - tx.left--
+        if (j % 2 === 0) {
+          if (type === 58) settle(tx.batch[j >> 1], value)
+          else failEntry(tx.batch[j >> 1])
+        }
+        if (tx.left === 0) inFlight.shift()
+      } else if (tx.replies < 2 * keys + 1) {
+        // MULTI's +OK, then a +QUEUED per command; an error here makes EXEC abort.
+        tx.replies++
+        if (type !== 43) tx.error = true
+      } else {
+        // EXEC: *2k, then its elements; an error (EXECABORT) or a null array fails the batch.
+        if (type === 42 && value === 2 * keys && !tx.error) tx.left = value
+        else {
+          if (type !== 45 && !(type === 42 && value < 0)) return failAll('an EXEC reply out of step with its transaction')
+          inFlight.shift()
+          for (const entry of tx.batch) failEntry(entry)
+        }
+      }
+    }
+    if (pos < buf.length) rest = buf.subarray(pos)
+  })
+  socket.on('error', () => {}) // 'close' follows
+  socket.on('close', () => failAll('the Redis connection closed'))
+
+  return {
+    policy: f.policy,
+    body: f.body,
+    contentType: f.contentType,
+    /**
+     * Counts one request of `ip` in Redis; `cb` gets the `RateLimit` value for an allowed one,
+     * undefined when refused, null when Redis failed (answer 500).
+     */
+    take(ip, cb) {
+      const now = Date.now()
+      const index = Math.floor(now / windowMs)
+      const key = `${prefix}${ip}:${index}`
+      const entry = byKey.get(key)
+      if (entry !== undefined) {
+        entry.n++
+        if (entry.more === undefined) entry.more = [cb]
+        else entry.more.push(cb)
+        return
+      }
+      const left = (index + 1) * windowMs - now // >= 1
+      const fresh = { key, n: 1, t: Math.ceil(left / 1000), ttl: left + MINIMAL_REDIS_TTL_MARGIN_MS, cb, more: undefined }
+      byKey.set(key, fresh)
+      batch.push(fresh)
+      if (batch.length >= MINIMAL_REDIS_BATCH_KEYS) flush()
+      else if (!scheduled) {
+        scheduled = true
+        setImmediate(onImmediate)
+      }
+    },
+    /** The refusal's header record for the current second (built once per second), as minimalLimiter's. */
     refused() {
       if (refusedFor !== t) {
         refused = { 'RateLimit-Policy': f.policy, RateLimit: `${head}0;t=${t}`, 'Retry-After': String(t), 'Cache-Control': 'no-store' }

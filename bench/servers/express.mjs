@@ -2,7 +2,18 @@
 //   node bench/servers/express.mjs --case <case> --port <port> [--max N --window-ms MS --redis URL --prefix P]
 // buildApp and limiterFor are also what hook-cost.mjs measures in process.
 import express from 'express'
-import { BODY, fail, floorResponses, importTollgate, isMain, minimalLimiter, ready, redis, serverArgs } from './common.mjs'
+import {
+  BODY,
+  fail,
+  floorResponses,
+  importTollgate,
+  isMain,
+  minimalLimiter,
+  minimalRedisLimiter,
+  ready,
+  redis,
+  serverArgs,
+} from './common.mjs'
 
 /** The case's middleware (null for bare). */
 export async function limiterFor(name, args) {
@@ -42,6 +53,26 @@ export async function limiterFor(name, args) {
         res.status(429)
         res.setHeader('Content-Type', m.contentType)
         res.end(body)
+      }
+    }
+    case 'minimal-redis': {
+      // minimal's calls, with the count in Redis (see minimalRedisLimiter); null: Redis failed.
+      const m = await minimalRedisLimiter(max, windowMs, args.redisUrl, prefix)
+      const body = Buffer.from(m.body)
+      return (req, res, next) => {
+        m.take(req.ip, (value) => {
+          if (value) {
+            res.setHeader('RateLimit-Policy', m.policy)
+            res.setHeader('RateLimit', value)
+            return next()
+          }
+          if (value === null) return res.status(500).end()
+          const refused = m.refused()
+          for (const name in refused) res.setHeader(name, refused[name])
+          res.status(429)
+          res.setHeader('Content-Type', m.contentType)
+          res.end(body)
+        })
       }
     }
     case 'tollgate-memory':

@@ -2,7 +2,18 @@
 //   node bench/servers/fastify.mjs --case <case> --port <port> [--max N --window-ms MS --redis URL --prefix P]
 // buildApp is also what hook-cost.mjs measures in process.
 import Fastify from 'fastify'
-import { BODY, fail, floorResponses, importTollgate, isMain, minimalLimiter, ready, redis, serverArgs } from './common.mjs'
+import {
+  BODY,
+  fail,
+  floorResponses,
+  importTollgate,
+  isMain,
+  minimalLimiter,
+  minimalRedisLimiter,
+  ready,
+  redis,
+  serverArgs,
+} from './common.mjs'
 
 /**
  * The case's app, not listening: the limiter registered, then the routes. `first`, when given, is an
@@ -64,6 +75,32 @@ async function registerCase(app, caseName, args, { max, windowMs, prefix }) {
         }
         for (const [name, value] of lowered) reply.header(name, value)
         reply.code(429).header('content-type', m.contentType).send(body)
+      })
+      break
+    }
+    case 'minimal-redis': {
+      // minimal's calls, with the count in Redis (see minimalRedisLimiter); null: Redis failed.
+      const m = await minimalRedisLimiter(max, windowMs, args.redisUrl, prefix)
+      const body = Buffer.from(m.body)
+      const lower = (record) => Object.entries(record).map(([name, value]) => [name.toLowerCase(), value])
+      let lastRefused
+      let lowered
+      app.addHook('onRequest', (request, reply, done) => {
+        m.take(request.ip, (value) => {
+          if (value) {
+            reply.header('ratelimit-policy', m.policy)
+            reply.header('ratelimit', value)
+            return done()
+          }
+          if (value === null) return reply.code(500).send()
+          const refused = m.refused()
+          if (refused !== lastRefused) {
+            lastRefused = refused
+            lowered = lower(refused)
+          }
+          for (const [name, value] of lowered) reply.header(name, value)
+          reply.code(429).header('content-type', m.contentType).send(body)
+        })
       })
       break
     }

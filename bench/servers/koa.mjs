@@ -3,7 +3,18 @@
 // buildApp and limiterFor are also what hook-cost.mjs measures in process.
 import Router from '@koa/router'
 import Koa from 'koa'
-import { BODY, fail, floorResponses, importTollgate, isMain, minimalLimiter, ready, redis, serverArgs } from './common.mjs'
+import {
+  BODY,
+  fail,
+  floorResponses,
+  importTollgate,
+  isMain,
+  minimalLimiter,
+  minimalRedisLimiter,
+  ready,
+  redis,
+  serverArgs,
+} from './common.mjs'
 
 /** The case's middleware (null for bare). */
 export async function limiterFor(name, args) {
@@ -44,6 +55,30 @@ export async function limiterFor(name, args) {
         ctx.type = m.contentType
         ctx.body = body
       }
+    }
+    case 'minimal-redis': {
+      // minimal's calls, with the count in Redis (see minimalRedisLimiter); null: Redis failed.
+      const m = await minimalRedisLimiter(max, windowMs, args.redisUrl, prefix)
+      const body = Buffer.from(m.body)
+      return (ctx, next) =>
+        new Promise((resolve) =>
+          m.take(ctx.ip, (value) => {
+            if (value) {
+              ctx.res.setHeader('RateLimit-Policy', m.policy)
+              ctx.res.setHeader('RateLimit', value)
+              return resolve(next())
+            }
+            if (value === null) ctx.status = 500
+            else {
+              const refused = m.refused()
+              for (const name in refused) ctx.res.setHeader(name, refused[name])
+              ctx.status = 429
+              ctx.type = m.contentType
+              ctx.body = body
+            }
+            resolve()
+          }),
+        )
     }
     case 'tollgate-memory':
     case 'tollgate-memory-no-headers': {
