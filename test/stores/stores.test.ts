@@ -115,6 +115,31 @@ describe('RedisStore keys', () => {
     const window = Math.floor(now / 60_000)
     for (const [key, total] of running) expect(Number(await client.get(`${key}:${window}`))).toBe(total)
   })
+
+  it('counts a key whose window turns within one turn in each window, and keeps them apart', async () => {
+    const prefix = testPrefix('turn')
+    const seen: number[] = []
+    const store = new RedisStore({ client: countingMulti(seen), timeout: '2s' })
+    const edge = (Math.floor(Date.now() / 1000) + 1) * 1000
+    const key = `${prefix}{k}`
+    // One turn: two requests before the edge, two after it, one before again (a clock stepping back),
+    // and the same key with another window length, whose window index is different too.
+    const counts = await Promise.all([
+      store.increment(key, 1, 1000, edge - 2),
+      store.increment(key, 2, 1000, edge - 1),
+      store.increment(key, 1, 1000, edge),
+      store.increment(key, 1, 1000, edge + 1),
+      store.increment(key, 1, 1000, edge - 1),
+      store.increment(key, 1, 60_000, edge),
+    ])
+    expect(counts).toEqual([1, 3, 1, 2, 4, 1])
+    // The turn's batch goes out at each change of window: [edge − 1], [edge], [edge − 1], then the rest.
+    expect(seen).toEqual([1, 1, 1, 1])
+    expect(await client.get(`${key}:${edge / 1000 - 1}`)).toBe('4')
+    expect(await client.get(`${key}:${edge / 1000}`)).toBe('2')
+    expect(await client.get(`${key}:${Math.floor(edge / 60_000)}`)).toBe('1')
+    expect(await keysWithoutTtl(client, prefix)).toEqual([])
+  })
 })
 
 describe('the over-limit cache', () => {

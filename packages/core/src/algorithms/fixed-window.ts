@@ -26,6 +26,11 @@ export interface RedisTransactionLike {
   incrby(key: string, increment: string): RedisTransactionLike
   pexpire(key: string, milliseconds: string): RedisTransactionLike
   exec(): Promise<Array<[Error | null, unknown]> | null>
+  /**
+   * Tollgate's own transactions (redis-direct.ts): addFixedWindow's two commands for the key
+   * `<stem>:<index>`, given in parts.
+   */
+  window?(stem: string, index: number, cost: number, ttlMs: number): void
 }
 
 /**

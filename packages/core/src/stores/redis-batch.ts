@@ -28,7 +28,10 @@ class PendingKey {
   reject!: (error: unknown) => void
   readonly first: Promise<number>
   constructor(
-    readonly key: string,
+    /** The caller's key, without the window: the batch's map holds entries by it (see increment). */
+    readonly stem: string,
+    readonly index: number,
+    readonly windowMs: number,
     readonly ttlMs: number,
     readonly firstCost: number,
   ) {
@@ -37,6 +40,11 @@ class PendingKey {
       this.resolve = resolve
       this.reject = reject
     })
+  }
+
+  /** The Redis key: the stem and the window index (fixed-window.ts). */
+  get key(): string {
+    return `${this.stem}:${this.index}`
   }
 
   /** The merged INCRBY returned `count`, the total after every merged request: the first request's count is the part up to its own cost. */
@@ -82,17 +90,24 @@ export class FixedWindowBatcher {
   ) {}
 
   increment(key: string, cost: number, windowMs: number, now: number): Promise<number> {
-    const windowKey = `${key}:${windowIndex(now, windowMs)}`
-    const entry = this.pending.get(windowKey)
+    // By the caller's key, not the window key: a caller keeps one string per client (counting.ts), whose
+    // hash is computed once, where a window key built per request would be hashed (and flattened) anew.
+    const index = windowIndex(now, windowMs)
+    const entry = this.pending.get(key)
     if (entry !== undefined) {
-      // Merged into a queued INCRBY. This request's count is the first request's count, plus the
-      // costs queued after the first one and ahead of this one, plus its own.
-      const offset = entry.total - entry.firstCost + cost
-      entry.total += cost
-      return entry.first.then((firstCount) => firstCount + offset)
+      if (entry.index === index && entry.windowMs === windowMs) {
+        // Merged into a queued INCRBY. This request's count is the first request's count, plus the
+        // costs queued after the first one and ahead of this one, plus its own.
+        const offset = entry.total - entry.firstCost + cost
+        entry.total += cost
+        return entry.first.then((firstCount) => firstCount + offset)
+      }
+      // The window turned within one turn (or the key counts windows of another length): what is
+      // queued goes now, in its own window's key, and this request starts the next batch.
+      this.flush()
     }
-    const fresh = new PendingKey(windowKey, fixedWindowTtl(windowMs, now), cost)
-    this.pending.set(windowKey, fresh)
+    const fresh = new PendingKey(key, index, windowMs, fixedWindowTtl(windowMs, now), cost)
+    this.pending.set(key, fresh)
     if (this.unbatched || this.pending.size >= MAX_BATCH_KEYS) this.flush()
     else if (!this.flushScheduled) {
       this.flushScheduled = true
@@ -141,7 +156,9 @@ export class FixedWindowBatcher {
     let reply: Promise<Array<[Error | null, unknown]> | null>
     try {
       tx = this.multi()
-      for (const entry of entries) addFixedWindow(tx, entry.key, entry.total, entry.ttlMs)
+      // A transaction of Tollgate's own takes the key's parts, so no window key is built (or flattened) per key.
+      if (tx.window !== undefined) for (const entry of entries) tx.window(entry.stem, entry.index, entry.total, entry.ttlMs)
+      else for (const entry of entries) addFixedWindow(tx, entry.key, entry.total, entry.ttlMs)
       reply = tx.exec()
     } catch (error) {
       if (state.retried) this.finish(state, storeError(error))

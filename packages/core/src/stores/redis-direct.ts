@@ -124,18 +124,18 @@ export class DirectWriter implements TransactionSender {
   /** Sends MULTI, `commands`, EXEC in one write; EXEC's command promise. */
   send(commands: string[], onQueued: Callback): Promise<unknown> {
     const { client, Command, prefixed } = this
-    const stream = new TransactionStream(client, commands.length / 3) // [cost, key, ttl] per key
+    const stream = new TransactionStream(client, commands.length / KEY_FIELDS)
     const multi = new Command('multi', EMPTY, undefined, onQueued)
     multi.pipelineIndex = 0
     client.sendCommand(multi, stream)
     let index = 1
-    for (let i = 0; i < commands.length; i += 3) {
-      const key = commands[i + 1]!
+    for (let i = 0; i < commands.length; i += KEY_FIELDS) {
+      const key = commands[i + 1]! + commands[i + 2]!
       const incr = new Command('incrby', [key, commands[i]!], prefixed, onQueued)
       incr.inTransaction = true
       incr.pipelineIndex = index++
       client.sendCommand(incr, stream)
-      const pexpire = new Command('pexpire', [key, commands[i + 2]!], prefixed, onQueued)
+      const pexpire = new Command('pexpire', [key, commands[i + 3]!], prefixed, onQueued)
       pexpire.inTransaction = true
       pexpire.pipelineIndex = index++
       client.sendCommand(pexpire, stream)
@@ -190,13 +190,18 @@ class TransactionStream {
 }
 
 /**
- * What sends one fixed-window transaction: MULTI, then INCRBY and PEXPIRE per key of `commands` (as
- * [cost, key, ttl] each), then EXEC. `onQueued` hears each reply to a queued command; the promise is
+ * What sends one fixed-window transaction: MULTI, then INCRBY and PEXPIRE per key of `commands`, then
+ * EXEC. `commands` holds KEY_FIELDS strings per key: [cost, stem, suffix, ttl], the key being the stem
+ * and its suffix (`:<window index>`) written one after the other, so no key string is built for a
+ * sender that writes the bytes itself. `onQueued` hears each reply to a queued command; the promise is
  * EXEC's reply, an array of the commands' replies (an Error for one that failed).
  */
 export interface TransactionSender {
   send(commands: string[], onQueued: Callback): Promise<unknown>
 }
+
+/** Strings per key in a TransactionSender's `commands`. */
+export const KEY_FIELDS = 4
 
 /** A transaction for the batcher that `sender` sends (DirectWriter on ioredis, WireConnection on its own socket). */
 export function transactionOn(sender: TransactionSender): RedisTransactionLike {
@@ -205,17 +210,28 @@ export function transactionOn(sender: TransactionSender): RedisTransactionLike {
 
 /**
  * One transaction for the batcher (RedisTransactionLike): the keys collected, sent at exec(). A PEXPIRE
- * always follows its key's INCRBY (addFixedWindow), so each key is kept once, as [cost, key, ttl].
+ * always follows its key's INCRBY (addFixedWindow), so each key is kept once, as [cost, stem, suffix, ttl].
  */
 class DirectTransaction implements RedisTransactionLike {
   private readonly commands: string[] = []
   /** Commands Redis refused while queueing, for EXECABORT's previousErrors. */
   private refused: Error[] | undefined
+  /** The last window index's suffix: the keys of one batch nearly always share it. */
+  private index = -1
+  private suffix = ''
 
   constructor(private readonly writer: TransactionSender) {}
 
+  window(stem: string, index: number, cost: number, ttlMs: number): void {
+    if (index !== this.index) {
+      this.index = index
+      this.suffix = `:${index}`
+    }
+    this.commands.push(String(cost), stem, this.suffix, String(ttlMs))
+  }
+
   incrby(key: string, increment: string): RedisTransactionLike {
-    this.commands.push(increment, key, '')
+    this.commands.push(increment, key, '', '')
     return this
   }
 

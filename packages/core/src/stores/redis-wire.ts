@@ -2,7 +2,7 @@ import { channel } from 'node:diagnostics_channel'
 import { createConnection, type Socket } from 'node:net'
 import { connect as tlsConnect } from 'node:tls'
 import type { RedisTransactionLike } from '../algorithms/fixed-window'
-import { type Callback, type TransactionSender, transactionOn } from './redis-direct'
+import { type Callback, KEY_FIELDS, type TransactionSender, transactionOn } from './redis-direct'
 import { ReplyReader } from './resp-reader'
 
 /*
@@ -102,6 +102,7 @@ export class WireConnection implements TransactionSender {
   /** Redis refused the setup (AUTH, SELECT): not tried again until the client is ready again. */
   private refused = false
   private readonly prefix: string
+  private readonly prefixBytes: number
   private readonly db: number
 
   private constructor(
@@ -109,6 +110,7 @@ export class WireConnection implements TransactionSender {
     private readonly options: ClientOptions,
   ) {
     this.prefix = typeof options.keyPrefix === 'string' ? options.keyPrefix : ''
+    this.prefixBytes = Buffer.byteLength(this.prefix)
     this.db = typeof options.db === 'number' ? options.db : 0
     client.on('ready', this.clientReady)
     client.on('close', this.closeWithClient)
@@ -150,17 +152,18 @@ export class WireConnection implements TransactionSender {
   send(commands: string[], onQueued: Callback): Promise<unknown> {
     const socket = this.socket
     if (socket === undefined || !this.ready) return Promise.reject(new Error("Tollgate's Redis connection is not open"))
-    const prefix = this.prefix
+    const { prefix, prefixBytes } = this
     let out = MULTI
-    for (let i = 0; i < commands.length; i += 3) {
+    for (let i = 0; i < commands.length; i += KEY_FIELDS) {
       const cost = commands[i]!
-      const key = prefix + commands[i + 1]!
-      const ttl = commands[i + 2]!
-      const k = `$${Buffer.byteLength(key)}\r\n${key}\r\n`
+      const stem = commands[i + 1]!
+      const suffix = commands[i + 2]! // ASCII: `:<window index>`
+      const ttl = commands[i + 3]!
+      const k = `$${prefixBytes + Buffer.byteLength(stem) + suffix.length}\r\n${prefix}${stem}${suffix}\r\n`
       out += `*3\r\n$6\r\nINCRBY\r\n${k}$${cost.length}\r\n${cost}\r\n*3\r\n$7\r\nPEXPIRE\r\n${k}$${ttl.length}\r\n${ttl}\r\n`
     }
     out += EXEC
-    const pending = this.enqueue((2 * commands.length) / 3 + 2, onQueued)
+    const pending = this.enqueue((2 * commands.length) / KEY_FIELDS + 2, onQueued)
     socket.write(out)
     return pending.promise
   }
