@@ -91,6 +91,22 @@ describe('a fallback that continues the count', () => {
     expect(during.map((d) => d.source)).toEqual(Array(5).fill('fallback'))
     expect(during.map((d) => d.allowed)).toEqual([true, true, false, false, false])
   })
+
+  it('continues the count of clients met before the limiter’s own mirror filled up and started over', async () => {
+    // The fast path keeps each client's last count itself (mirror-cells.ts, 32,768 clients at most)
+    // and hands it to the fallback store when it fills up: 40,000 clients pass that bound.
+    const store = new FlakyStore(true)
+    const { limiter } = setup(store)
+    expect((await admitted(limiter, 'early', 8)).every((d) => d.allowed && d.source === 'store')).toBe(true)
+    for (let i = 0; i < 40_000; i++) await limiter.consume(`c${i}`)
+    store.failing.add('*')
+    const during = await admitted(limiter, 'early', 3)
+    expect(during.map((d) => [d.source, d.allowed])).toEqual([
+      ['fallback', true],
+      ['fallback', true],
+      ['fallback', false],
+    ])
+  })
 })
 
 describe('failures stay where they happen', () => {

@@ -14,8 +14,9 @@ import {
   type StoreResult,
 } from '../types'
 import { CallParts } from './call-parts'
-import { type Entry, LocalCells } from './local-cells'
+import { LocalCells } from './local-cells'
 import { Lockout } from './lockout'
+import { MirrorCells, type MirrorEntry } from './mirror-cells'
 import { OverLimit } from './over-limit'
 import { RefundLedger } from './refund-ledger'
 import type { Resilience } from './resilience'
@@ -45,10 +46,10 @@ export class Counting<Req> {
   /** The memory store's cells of this limiter's clients (local-cells.ts); unset for other stores and with refunds. */
   private readonly cells: LocalCells | undefined
   /**
-   * On the fast path of a remote store with the fallback: each client's store key and its cell in the
-   * fallback's mirror of the store's counts (resilience.ts, mirrorCount), one lookup for both.
+   * On the fast path of a remote store with the fallback: each client's store key and the last count
+   * the store returned for it (mirror-cells.ts), one lookup for both.
    */
-  private readonly mirror: LocalCells | undefined
+  private readonly mirror: MirrorCells | undefined
 
   constructor(
     private readonly config: Config<Req>,
@@ -67,7 +68,7 @@ export class Counting<Req> {
     this.cells = this.fast && !this.refunds ? LocalCells.of(config.store, this.parts) : undefined
     this.mirror =
       this.fast && this.remote && !this.refunds && config.onStoreError === 'fallback'
-        ? LocalCells.of(resilience.fallback, this.parts)
+        ? new MirrorCells(this.parts, resilience.fallback, config.windowMs)
         : undefined
     this.lockout = new Lockout(config as Config<unknown>, this, this.parts, telemetry, emit)
   }
@@ -172,7 +173,7 @@ export class Counting<Req> {
         if (cells?.current && started < 0 && source === 'store' && limit.keyed !== true) {
           return this.fromCount(clientKey, undefined, cells.add(clientKey, cost, limit.windowMs, now), limit, cost, now, source)
         }
-        const entry = source === 'store' && limit.keyed !== true ? this.mirror?.entry(clientKey) : undefined
+        const entry = source === 'store' && limit.keyed !== true ? this.mirror?.entry(clientKey, now) : undefined
         const key = entry !== undefined ? entry.key : this.parts.fastKey(clientKey, limit)
         let counted = store.increment!(key, cost, limit.windowMs, now)
         if (started >= 0) {
@@ -207,7 +208,7 @@ export class Counting<Req> {
     cost: number,
     now: number,
     source: DecisionSource,
-    entry?: Entry,
+    entry?: MirrorEntry,
   ): Promise<Decision> {
     const failed = source === 'store' && this.remote ? (error: unknown) => this.failed(error, clientKey, limit, cost, now) : undefined
     if (call !== undefined) return (answer as Promise<StoreResult>).then((r) => this.fromResult(call, r, clientKey, source), failed)
@@ -223,16 +224,17 @@ export class Counting<Req> {
     cost: number,
     now: number,
     source: DecisionSource,
-    entry?: Entry,
+    entry?: MirrorEntry,
   ): Decision {
     const { max, windowMs } = limit
     if (source === 'store' && this.remote && key !== undefined) {
       const r = this.resilience
       if (r.degraded) r.answered(key)
-      count =
-        entry !== undefined
-          ? r.mirrorInto(this.mirror!.cellOf(entry, windowMs, now), key, windowMs, now, count, cost)
-          : r.mirrorCount(key, windowMs, now, count, cost)
+      if (entry === undefined) count = r.mirrorCount(key, windowMs, now, count, cost)
+      else {
+        count = r.afterFallback(key, windowMs, now, count, cost)
+        this.mirror!.keep(entry, count, now)
+      }
       if (count > max && !this.refunds && limit.keyed !== true) this.over.remember(clientKey, count, windowIndex(now, windowMs))
     }
     const decision = decide(fixedWindow, limit, count - cost, count, count <= max, cost, now, clientKey, source)
@@ -269,6 +271,8 @@ export class Counting<Req> {
       // has already left, and admit past the limit near an edge).
       const at = Math.max(now, c.clock())
       this.resilience.fellBack(at)
+      // The store's last count of the client goes into the fallback first, so it continues from there.
+      if (limit.keyed !== true) this.mirror?.handOver(clientKey, at)
       const decision = this.countIn(this.resilience.fallback, 'fallback', clientKey, limit, cost, at) as Decision
       this.emit('fallback', decision)
       return decision

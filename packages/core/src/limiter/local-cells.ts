@@ -22,8 +22,7 @@ const NO_CELL = { n: 0, w: -1 }
  * An entry outlives its window: at a client's first request in a new window it takes the store's
  * cell for that window under the key it keeps, so a client that returns window after window costs
  * one store lookup per window, and no new entry or store key. At most MAX_CELLS entries; past it the
- * map starts over. On a Redis store the same entries hold each client's store key and its cell in the
- * fallback's mirror of Redis's counts (counting.ts), so a request looks its client up once for both.
+ * map starts over.
  */
 export class LocalCells {
   private entries = new Map<string, Entry>()

@@ -1,6 +1,5 @@
 import type { Algorithm } from '../algorithms'
 import { describeValue } from '../errors'
-import { windowIndex } from '../keys'
 import type { Config } from '../options/parse-options'
 import { MemoryStore } from '../stores/memory-store'
 import type { LimitSpec, StoreCall, StoreResult } from '../types'
@@ -26,8 +25,9 @@ interface NodeState {
  * line when a node goes down and one when it answers again.
  *
  * The fallback continues the count: every answer of the store is mirrored into the fallback store
- * (`mirror*`), so within a window the fallback starts from the last count the store returned for that
- * client, and one process never admits more than `max` per client-window across a stall, a kill or a
+ * (`mirror*`; on the fast path the limiter keeps the counts and hands a client's to the fallback store
+ * just before the fallback decides for it, mirror-cells.ts), so within a window the fallback starts
+ * from the last count the store returned for that client, and one process never admits more than `max` per client-window across a stall, a kill or a
  * failover. (Several processes each continue from the last count they saw; the other processes'
  * requests during the outage are not seen, so together they admit at most `max` plus what each
  * admits on its own during the outage.)
@@ -124,14 +124,12 @@ export class Resilience {
   }
 
   /**
-   * `mirrorCount` with the fallback's cell for `key` already in hand (the limiter's entry for the
-   * client, counting.ts), when the cell counts the window containing `now`; otherwise by key.
+   * `mirrorCount` for a client whose count the limiter keeps itself (mirror-cells.ts, handed to the
+   * fallback before it decides): the fallback store is read and written only right after the fallback
+   * decided, when what it admitted counts too.
    */
-  mirrorInto(cell: { n: number; readonly w?: number }, key: string, windowMs: number, now: number, count: number, cost: number): number {
-    if (cell.w !== windowIndex(now, windowMs)) return this.mirrorCount(key, windowMs, now, count, cost)
-    if (now - this.fellBackAt < windowMs && cell.n + cost > count) count = cell.n + cost
-    if (count > cell.n) cell.n = count
-    return count
+  afterFallback(key: string, windowMs: number, now: number, count: number, cost: number): number {
+    return now - this.fellBackAt < windowMs ? this.mirrorCount(key, windowMs, now, count, cost) : count
   }
 
   /** The fallback decided a request at `now`. */
