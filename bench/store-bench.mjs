@@ -29,8 +29,8 @@
 // This process is pinned to core 0 and redis-server to core 1 when taskset is available.
 import { execFileSync } from 'node:child_process'
 import { existsSync, writeFileSync } from 'node:fs'
-import { join, resolve } from 'node:path'
 import net from 'node:net'
+import { join, resolve } from 'node:path'
 import { parseArgs } from 'node:util'
 import { BASE_SUFFIX, describeTree, importFrom } from './lib/baseline.mjs'
 import { canPin, checkTools, cpuMicros, deadline, installSignalHandlers, shutdown, startRedis } from './lib/procs.mjs'
@@ -72,7 +72,9 @@ const cfg = {
   callers: Number(values.callers ?? env.BENCH_CALLERS ?? 200),
   keys: Number(values.keys ?? env.BENCH_KEYS ?? 10000),
   windowMs: Number(values['window-ms'] ?? 1000),
-  variants: (values.variants ?? 'plain,tollgate,tollgate-nobatch,tollgate-client,floor,floor-chained,floor-direct,floor-raw').split(',').map((s) => s.trim()),
+  variants: (values.variants ?? 'plain,tollgate,tollgate-nobatch,tollgate-client,floor,floor-chained,floor-direct,floor-raw')
+    .split(',')
+    .map((s) => s.trim()),
 }
 const baselineDir = values.baseline ?? env.BENCH_BASELINE ?? ''
 if (baselineDir) {
@@ -112,7 +114,9 @@ try {
   core = null
   coreWhy = `@tollgate/core is not usable (${err.code ?? err.message}): run \`npm run build\` (and \`npm install\` if node_modules/@tollgate/core is missing)`
 }
-let variants = cfg.variants.filter((v) => ['plain', 'tollgate', 'tollgate-nobatch', 'tollgate-client', 'floor', 'floor-chained', 'floor-direct', 'floor-raw'].includes(v))
+let variants = cfg.variants.filter((v) =>
+  ['plain', 'tollgate', 'tollgate-nobatch', 'tollgate-client', 'floor', 'floor-chained', 'floor-direct', 'floor-raw'].includes(v),
+)
 let baseCore = null
 let baseWhy = null
 let trees = null
