@@ -5,7 +5,14 @@ import type { CallParts } from './call-parts'
 /** Clients the mirror keeps an entry for (~100 bytes each); past it, the counts go to the fallback and the entries start over. */
 const MAX_ENTRIES = 32_768
 
-/** One client's entry: its store key, built once, and the last count the store returned for it, in window `w`. */
+/** An entry's `w` before its first count: below any window, and a small integer too. */
+const NO_WINDOW = -0x3fffffff
+
+/**
+ * One client's entry: its store key, built once, and the last count the store returned for it, in
+ * window `w`, counted from the mirror's first window so that it stays a small integer (a window index
+ * itself is past V8's small integers, and a field holding one is a boxed number on every write).
+ */
 export interface MirrorEntry {
   readonly key: string
   n: number
@@ -22,6 +29,8 @@ export interface MirrorEntry {
  */
 export class MirrorCells {
   private entries = new Map<string, MirrorEntry>()
+  /** The window index `w` counts from: the one of the mirror's first count. */
+  private base = Number.NaN
 
   constructor(
     private readonly parts: CallParts,
@@ -29,12 +38,19 @@ export class MirrorCells {
     private readonly windowMs: number,
   ) {}
 
+  /** The window containing `now`, as an entry's `w`. */
+  private window(now: number): number {
+    const index = windowIndex(now, this.windowMs)
+    if (Number.isNaN(this.base)) this.base = index
+    return index - this.base
+  }
+
   /** The client's entry, made with its store key at its first request. */
   entry(clientKey: string, now: number): MirrorEntry {
     let entry = this.entries.get(clientKey)
     if (entry === undefined) {
       if (this.entries.size >= MAX_ENTRIES) this.startOver(now)
-      entry = { key: this.parts.storeKey(clientKey), n: 0, w: -1 }
+      entry = { key: this.parts.storeKey(clientKey), n: 0, w: NO_WINDOW }
       this.entries.set(clientKey, entry)
     }
     return entry
@@ -45,7 +61,7 @@ export class MirrorCells {
    * later window's count is already there (a late reply, or a clock stepping back).
    */
   keep(entry: MirrorEntry, count: number, now: number): void {
-    const index = windowIndex(now, this.windowMs)
+    const index = this.window(now)
     if (index > entry.w) {
       entry.w = index
       entry.n = count
@@ -63,7 +79,7 @@ export class MirrorCells {
   }
 
   private seed(entry: MirrorEntry, now: number): void {
-    if (entry.n > 0 && entry.w === windowIndex(now, this.windowMs)) this.fallback.seedCount(entry.key, this.windowMs, now, entry.n)
+    if (entry.n > 0 && entry.w === this.window(now)) this.fallback.seedCount(entry.key, this.windowMs, now, entry.n)
   }
 
   /** Full: every count of the current window goes to the fallback store, which bounds its own size, and the entries start over. */
