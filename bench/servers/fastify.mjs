@@ -31,6 +31,25 @@ export async function buildApp(caseName, args, first) {
   return app
 }
 
+/** Header fields as [name, value] pairs, names in lower case, as @tollgate/fastify writes them. */
+const lower = (record) => Object.entries(record).map(([name, value]) => [name.toLowerCase(), value])
+
+/** The minimal limiters' refusal: the fields of the second's refusal record (lowered once per record), 429 and the body. */
+function minimalRefusal(m) {
+  const body = Buffer.from(m.body)
+  let lastRefused
+  let lowered
+  return (reply) => {
+    const refused = m.refused()
+    if (refused !== lastRefused) {
+      lastRefused = refused
+      lowered = lower(refused)
+    }
+    for (const [name, value] of lowered) reply.header(name, value)
+    reply.code(429).header('content-type', m.contentType).send(body)
+  }
+}
+
 async function registerCase(app, caseName, args, { max, windowMs, prefix }) {
   switch (caseName) {
     case 'bare':
@@ -40,7 +59,6 @@ async function registerCase(app, caseName, args, { max, windowMs, prefix }) {
       const f = floorResponses(max, windowMs)
       const body = Buffer.from(f.body)
       // One reply.header() per field, names in lower case, as @tollgate/fastify writes them.
-      const lower = (record) => Object.entries(record).map(([name, value]) => [name.toLowerCase(), value])
       const ok = lower(f.ok)
       const refused = lower(f.refused)
       app.addHook('onRequest', (request, reply, done) => {
@@ -57,49 +75,27 @@ async function registerCase(app, caseName, args, { max, windowMs, prefix }) {
     case 'minimal': {
       // The floor's calls, with a per-client count (see minimalLimiter).
       const m = minimalLimiter(max, windowMs)
-      const body = Buffer.from(m.body)
-      const lower = (record) => Object.entries(record).map(([name, value]) => [name.toLowerCase(), value])
-      let lastRefused
-      let lowered
+      const refuse = minimalRefusal(m)
       app.addHook('onRequest', (request, reply, done) => {
         const value = m.take(request.ip)
-        if (value !== undefined) {
-          reply.header('ratelimit-policy', m.policy)
-          reply.header('ratelimit', value)
-          return done()
-        }
-        const refused = m.refused()
-        if (refused !== lastRefused) {
-          lastRefused = refused
-          lowered = lower(refused)
-        }
-        for (const [name, value] of lowered) reply.header(name, value)
-        reply.code(429).header('content-type', m.contentType).send(body)
+        if (value === undefined) return refuse(reply)
+        reply.header('ratelimit-policy', m.policy)
+        reply.header('ratelimit', value)
+        done()
       })
       break
     }
     case 'minimal-redis': {
       // minimal's calls, with the count in Redis (see minimalRedisLimiter); null: Redis failed.
       const m = await minimalRedisLimiter(max, windowMs, args.redisUrl, prefix)
-      const body = Buffer.from(m.body)
-      const lower = (record) => Object.entries(record).map(([name, value]) => [name.toLowerCase(), value])
-      let lastRefused
-      let lowered
+      const refuse = minimalRefusal(m)
       app.addHook('onRequest', (request, reply, done) => {
         m.take(request.ip, (value) => {
-          if (value) {
-            reply.header('ratelimit-policy', m.policy)
-            reply.header('ratelimit', value)
-            return done()
-          }
           if (value === null) return reply.code(500).send()
-          const refused = m.refused()
-          if (refused !== lastRefused) {
-            lastRefused = refused
-            lowered = lower(refused)
-          }
-          for (const [name, value] of lowered) reply.header(name, value)
-          reply.code(429).header('content-type', m.contentType).send(body)
+          if (value === undefined) return refuse(reply)
+          reply.header('ratelimit-policy', m.policy)
+          reply.header('ratelimit', value)
+          done()
         })
       })
       break
