@@ -27,8 +27,8 @@ interface NodeState {
  * The fallback continues the count: every answer of the store is mirrored into the fallback store
  * (`mirror*`; on the fast path the limiter keeps the counts and hands a client's to the fallback store
  * just before the fallback decides for it, mirror-cells.ts), so within a window the fallback starts
- * from the last count the store returned for that client, and one process never admits more than `max` per client-window across a stall, a kill or a
- * failover. (Several processes each continue from the last count they saw; the other processes'
+ * from the last count the store returned for that client, and one process never admits more than
+ * `max` per client-window across a stall, a kill or a failover. (Several processes each continue from the last count they saw; the other processes'
  * requests during the outage are not seen, so together they admit at most `max` plus what each
  * admits on its own during the outage.)
  *
