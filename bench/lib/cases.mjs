@@ -24,43 +24,13 @@ export const CASES = {
   'krl-redis': { label: 'koa-ratelimit, Redis (sorted-set log)', redis: true },
 }
 
-// bare first; the order of the others only matters for the forward/reverse rotation.
+// bare first; the order of the others only matters for the forward/reverse rotation. Every framework
+// runs the same reference cases and Tollgate's, then its own peers.
+const OURS = ['bare', 'floor', 'minimal', 'minimal-redis', 'tollgate-memory', 'tollgate-memory-no-headers', 'tollgate-redis']
 export const FRAMEWORKS = {
-  express: [
-    'bare',
-    'floor',
-    'minimal',
-    'minimal-redis',
-    'tollgate-memory',
-    'tollgate-memory-no-headers',
-    'tollgate-redis',
-    'erl-memory',
-    'erl-redis',
-    'rlf-memory',
-    'rlf-redis',
-  ],
-  fastify: [
-    'bare',
-    'floor',
-    'minimal',
-    'minimal-redis',
-    'tollgate-memory',
-    'tollgate-memory-no-headers',
-    'tollgate-redis',
-    'frl-memory',
-    'frl-redis',
-  ],
-  koa: [
-    'bare',
-    'floor',
-    'minimal',
-    'minimal-redis',
-    'tollgate-memory',
-    'tollgate-memory-no-headers',
-    'tollgate-redis',
-    'krl-memory',
-    'krl-redis',
-  ],
+  express: [...OURS, 'erl-memory', 'erl-redis', 'rlf-memory', 'rlf-redis'],
+  fastify: [...OURS, 'frl-memory', 'frl-redis'],
+  koa: [...OURS, 'krl-memory', 'krl-redis'],
 }
 
 export const MODES = {
