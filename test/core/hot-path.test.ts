@@ -57,6 +57,47 @@ describe('the memory store counted through the limiter’s cells', () => {
     expect(compared).toBeGreaterThan(4000)
   })
 
+  it('carries cells into the next window exactly: over sweeps, a full map and a sliding window of the same length', () => {
+    const next = random(29)
+    let now = 1_763_729_100_000
+    const clock = () => now
+    const quiet = { warn: () => {}, error: () => {} }
+    // Two stores, each with a fixed-window limiter and a sliding-window limiter of the same length,
+    // maxKeys below the clients so the map fills: the cells' limiter against increment's.
+    const side = (store: MemoryStore) => ({
+      store,
+      fixed: new Limiter({ max: 4, window: '1s', clock, logger: quiet, store }),
+      sliding: new Limiter({ max: 4, window: '1s', clock, logger: quiet, store, algorithm: 'sliding-window', prefix: 'sw:' }),
+    })
+    const cells = side(new MemoryStore({ sweepIntervalMs: 0, maxKeys: 5, logger: quiet }))
+    const plain = side(new IncrementOnly({ sweepIntervalMs: 0, maxKeys: 5, logger: quiet }))
+    const keys = ['a', 'b', 'c', 'd', 'e', 'f', 'g']
+    let slidingFrom = 3000 // the sliding limiters start counting part-way, as one added to a running app
+    const outcomes = { carried: 0, compared: 0 }
+    for (let step = 0; step < 12_000; step++) {
+      const r = next()
+      const key = keys[Math.floor(next() * keys.length)]!
+      if (r < 0.1) now += Math.floor(next() * 700)
+      else if (r < 0.13) {
+        cells.store.prune(now)
+        plain.store.prune(now)
+      } else if (r < 0.15) {
+        expect(summary(cells.fixed.peek(key) as Decision)).toEqual(summary(plain.fixed.peek(key) as Decision))
+        expect(cells.store.size).toBe(plain.store.size)
+      } else if (r < 0.2 && step > slidingFrom) {
+        expect(summary(cells.sliding.consume(key) as Decision)).toEqual(summary(plain.sliding.consume(key) as Decision))
+      } else {
+        const a = cells.fixed.consume(key) as Decision
+        expect(summary(a)).toEqual(summary(plain.fixed.consume(key) as Decision))
+        if (a.count === 1) outcomes.carried++
+        outcomes.compared++
+      }
+      if (step === 9000) slidingFrom = Number.POSITIVE_INFINITY
+    }
+    expect(outcomes.compared).toBeGreaterThan(8000)
+    expect(outcomes.carried).toBeGreaterThan(500)
+  })
+
   it('shares its counts with the store: peek, a reset and the sweep see what the cells counted', () => {
     let now = 1_763_729_100_250
     const store = new MemoryStore({ sweepIntervalMs: 0 })
