@@ -155,15 +155,6 @@ export interface Store {
    */
   cell?(key: string, windowMs: number, now: number): { n: number }
   /**
-   * Optional, with `cell`, for a store whose cells outlive their window: cells `{ n, w }`, `w` the
-   * window index they count (floor(now / windowMs)), set back to 0 at their first count in a later one
-   * (the MemoryStore's). Returns a number that stays the same while every cell handed out is still the
-   * one the store holds for its key, or -1 when they must be fetched again; it first turns the store to
-   * the window containing `now`. A limiter then carries a client's cell into a new window itself, with
-   * no lookup: it sets `n` to 0 and `w` to the new index, as the store would.
-   */
-  cellEpoch?(windowMs: number, now: number): number
-  /**
    * Optional: the failure domain of a store key (a Redis Cluster node), so that a failure opens the
    * circuit of that node only and clients on the others keep their store decisions. Without it the
    * store is one domain.

@@ -31,12 +31,6 @@ export class Windows {
   /** The group `current` returned last, and its window length: nearly every call asks for the same one. */
   private last: Group | undefined
   private lastMs = -1
-  /**
-   * Moves each time a cell may have left its map (a sweep, a full map's drop, a sliding window's turn).
-   * A holder of cells (local-cells.ts) reuses a cell across windows only while this has not moved
-   * since it took the cell: the cell is then still the one the map holds for its key.
-   */
-  private epoch = 0
 
   constructor(readonly bound: MemoryBound) {}
 
@@ -53,7 +47,6 @@ export class Windows {
       if (group.sliding) {
         group.previous = index === group.index + 1 ? group.counts : EMPTY
         group.counts = new Map()
-        this.epoch++
       }
       group.index = index
     }
@@ -75,7 +68,6 @@ export class Windows {
     if (counts.size >= this.bound.maxKeys && group.full !== group.index && !counts.has(key)) {
       group.full = group.index
       dropEnded(group)
-      this.epoch++
     }
     return this.bound.keyIn(counts, key)
   }
@@ -103,20 +95,6 @@ export class Windows {
       cell.w = group.index
     }
     return cell
-  }
-
-  /**
-   * For a holder of the fixed window's cells of length `windowMs`, in the window containing `now`: the
-   * epoch (see `epoch`), or -1 when a held cell must be looked up again whatever the epoch: the clock
-   * stepped back, so the window counted is not `now`'s; or the map is full, where a lookup may drop
-   * ended cells and move a client off the shared overflow cell (`held`). It turns the window first, so
-   * a sliding window of the same length has its maps replaced (and the epoch moved) before a cell is
-   * carried, never under one carried in this window.
-   */
-  cellEpoch(windowMs: number, now: number): number {
-    const group = this.current(windowMs, now)
-    if (group.counts.size >= this.bound.maxKeys) return -1
-    return group.index === windowIndex(now, windowMs) ? this.epoch : -1
   }
 
   /** Adds `cost` to `key` in the current window; the count after it. */
@@ -176,7 +154,6 @@ export class Windows {
 
   /** Drops every count of a window that has ended by `now`. */
   prune(now: number): void {
-    this.epoch++
     for (const [windowMs, group] of this.groups) {
       const index = windowIndex(now, windowMs)
       if (index > group.index + 1) {

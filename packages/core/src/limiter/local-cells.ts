@@ -8,24 +8,21 @@ const MAX_CELLS = 32_768
 /** One client's entry: its store key, built once, and its cell in the window of generation `gen`. */
 export interface Entry {
   readonly key: string
-  /** `w`: the window index the cell counts (a store with `cellEpoch` keeps it; see Store.cellEpoch). */
-  cell: { n: number; w?: number }
+  /** `w`: the window the store's cell counts, where the store says (the MemoryStore's cells do). */
+  cell: { n: number; readonly w?: number }
   gen: number
-  /** The store's `cellEpoch` when the cell was fetched; -1 when it may not be carried over. */
-  epoch: number
 }
 
-/** The cell of an entry not yet given one (its `gen` is never current, its `epoch` never the store's). */
+/** The cell of an entry not yet given one (its `gen` is never current). */
 const NO_CELL = { n: 0, w: -1 }
 
 /**
  * The memory store's cells (Store.cell) of one limiter's clients, by client key: counting a client
  * already met in this window is one lookup here and one add, with no store key built or looked up.
- * An entry outlives its window. At a client's first request in a new window, a store whose cells
- * outlive theirs (Store.cellEpoch: the MemoryStore) has its cell set back to 0 in place, as the store
- * would, with no lookup, unless the store has dropped cells since it was fetched (a sweep, a full
- * map); otherwise the entry takes the store's cell for the new window under the key it keeps. At most
- * MAX_CELLS entries; past it the map starts over.
+ * An entry outlives its window: at a client's first request in a new window it takes the store's
+ * cell for that window under the key it keeps, so a client that returns window after window costs
+ * one store lookup per window, and no new entry or store key. At most MAX_CELLS entries; past it the
+ * map starts over.
  */
 export class LocalCells {
   private entries = new Map<string, Entry>()
@@ -38,21 +35,17 @@ export class LocalCells {
     /** The store's `increment` the cells stand for. */
     private readonly increment: Store['increment'],
     private readonly parts: CallParts,
-    /** The store carries cells over windows (Store.cellEpoch). */
-    private readonly carries: boolean,
   ) {}
 
   /**
    * Cells for `store` when it offers them and they stand for its `increment`: a subclass that overrides
-   * `increment` (to observe or change counting) and not `cell` keeps its `increment` called. The cells
-   * are carried over windows only when `cellEpoch` comes from the same class as `cell`.
+   * `increment` (to observe or change counting) and not `cell` keeps its `increment` called.
    */
   static of(store: Store, parts: CallParts): LocalCells | undefined {
     if (!store.local || typeof store.cell !== 'function') return undefined
     for (let o: object | null = store; o !== null; o = Object.getPrototypeOf(o)) {
-      if (Object.hasOwn(o, 'increment'))
-        return Object.hasOwn(o, 'cell') ? new LocalCells(store, store.increment, parts, Object.hasOwn(o, 'cellEpoch')) : undefined
-      if (Object.hasOwn(o, 'cell') || Object.hasOwn(o, 'cellEpoch')) return undefined
+      if (Object.hasOwn(o, 'increment')) return Object.hasOwn(o, 'cell') ? new LocalCells(store, store.increment, parts) : undefined
+      if (Object.hasOwn(o, 'cell')) return undefined
     }
     return undefined
   }
@@ -74,7 +67,7 @@ export class LocalCells {
     let entry = this.entries.get(clientKey)
     if (entry === undefined) {
       if (this.entries.size >= MAX_CELLS) this.entries = new Map()
-      entry = { key: this.parts.storeKey(clientKey), cell: NO_CELL, gen: -1, epoch: -1 }
+      entry = { key: this.parts.storeKey(clientKey), cell: NO_CELL, gen: -1 }
       this.entries.set(clientKey, entry)
     }
     return entry
@@ -82,8 +75,7 @@ export class LocalCells {
 
   /**
    * The entry's cell in the store for the window containing `now`: the one it holds while the window
-   * is the one it was taken in; in a later window, the same cell set back to 0 while the store still
-   * holds it (see the class), else the store's again.
+   * is the one it was taken in, else the store's again.
    */
   cellOf(entry: Entry, windowMs: number, now: number): Entry['cell'] {
     const index = windowIndex(now, windowMs)
@@ -94,19 +86,8 @@ export class LocalCells {
       this.gen++
     }
     if (entry.gen !== this.gen) {
-      entry.gen = this.gen
-      const epoch = this.carries ? this.store.cellEpoch!(windowMs, now) : -1
-      const cell = entry.cell
-      if (epoch !== -1 && epoch === entry.epoch) {
-        // Still the store's cell for the key; `index` is the store's window (cellEpoch says -1 otherwise).
-        if (cell.w !== index) {
-          cell.n = 0
-          cell.w = index
-        }
-        return cell
-      }
       entry.cell = this.store.cell!(entry.key, windowMs, now)
-      entry.epoch = epoch
+      entry.gen = this.gen
     }
     return entry.cell
   }

@@ -102,11 +102,6 @@ export class MemoryStore implements Store {
     return this.windows.cell(key, windowMs, now)
   }
 
-  /** See Store.cellEpoch: the cells above outlive their window, until a sweep or a full map drops them. */
-  cellEpoch(windowMs: number, now: number): number {
-    return this.windows.cellEpoch(windowMs, now)
-  }
-
   /** Checks every limit, then counts all or none: the memory twin of each algorithm's Lua. */
   admit(call: StoreCall): StoreResult {
     const twin = this.twin(call.algorithm)
