@@ -13,7 +13,10 @@
 // the server runs), so compare cases over several rounds, not one server each.
 //
 //   node bench/instructions.mjs [--frameworks LIST] [--modes one,many] [--cases LIST] [--rounds N]
-//                               [--warm N] [--requests N] [--core N] [--out NAME]
+//                               [--warm N] [--requests N] [--core N] [--symbols N] [--out NAME]
+//
+// --symbols N adds, per mode, the N functions where Tollgate's own instructions differ most from each
+// other case's (and its N costliest): the count by function, without the HTTP bench's spread.
 //
 // Per case and round: the server (bench/servers/<framework>.mjs, the HTTP bench's own) starts under
 // callgrind with counting off; this process sends --warm requests (8 keep-alive connections; in "many"
@@ -41,6 +44,7 @@ const { values } = parseArgs({
     out: { type: 'string', default: 'RESULTS-instructions' },
     core: { type: 'string', default: '0' },
     'max-minutes': { type: 'string', default: '90' },
+    symbols: { type: 'string', default: '0' },
     help: { type: 'boolean', short: 'h' },
   },
 })
@@ -60,6 +64,7 @@ installSignalHandlers()
 deadline(Number(values['max-minutes']), 'instructions.mjs')
 
 const ROUNDS = Number(values.rounds)
+const SYMBOLS = Number(values.symbols)
 const WARM = Number(values.warm)
 const REQUESTS = Number(values.requests)
 const CONNECTIONS = 8
@@ -112,14 +117,17 @@ async function measure(framework, caseName, many) {
     '--tool=callgrind',
     '--instr-atstart=no',
     `--callgrind-out-file=${out}.%p`,
+    ...(SYMBOLS > 0 ? ['--dump-instr=yes', '--dump-line=no', '--compress-strings=no', '--compress-pos=no'] : []),
     process.execPath,
+    ...(SYMBOLS > 0 ? ['--perf-basic-prof'] : []),
     resolve(import.meta.dirname, 'servers', `${framework}.mjs`),
     '--case',
     caseName,
     '--port',
     String(port),
   ])
-  const child = spawnTracked(`${framework} ${caseName} under callgrind`, cmd, args)
+  // In the scratch directory: --perf-basic-prof also writes V8's isolate log to the working directory.
+  const child = spawnTracked(`${framework} ${caseName} under callgrind`, cmd, args, { cwd: work })
   let log = ''
   child.stderr.on('data', (d) => {
     log += d
@@ -145,14 +153,83 @@ async function measure(framework, caseName, many) {
     await stopChild(child, 30_000)
   }
   let total = 0
-  for (const f of readdirSync(work).filter((f) => f.startsWith(`${framework}-${caseName}-${port}.`))) {
+  const files = readdirSync(work).filter((f) => f.startsWith(`${framework}-${caseName}-${port}.`))
+  for (const f of files) {
     for (const line of readFileSync(join(work, f), 'utf8').split('\n')) {
       if (line.startsWith('summary:') || line.startsWith('totals:')) total += Number(line.split(/\s+/)[1])
     }
   }
   if (!(total > 0)) throw new Error(`${framework} ${caseName}: callgrind reported no instructions`)
-  return total / REQUESTS
+  const symbols =
+    SYMBOLS > 0
+      ? selfCosts(
+          files.map((f) => join(work, f)),
+          `/tmp/perf-${child.pid}.map`,
+        )
+      : undefined
+  for (const f of files) rmSync(join(work, f), { force: true })
+  rmSync(`/tmp/perf-${child.pid}.map`, { force: true })
+  return { ir: total / REQUESTS, symbols }
 }
+
+/**
+ * --symbols: each function's own instructions per request (not its callees'). Callgrind names the
+ * functions it has symbols for (node's C++, V8's builtins); JIT-compiled JavaScript it knows only by
+ * address, so each instruction's address is looked up in node's perf map (--perf-basic-prof), the
+ * newest code at that address winning (V8 reuses collected code's memory).
+ */
+function selfCosts(files, mapFile) {
+  const ranges = []
+  try {
+    for (const line of readFileSync(mapFile, 'utf8').split('\n')) {
+      const m = line.match(/^([0-9a-f]+) ([0-9a-f]+) (.*)$/)
+      if (m) ranges.push({ start: Number.parseInt(m[1], 16), end: Number.parseInt(m[1], 16) + Number.parseInt(m[2], 16), name: m[3] })
+    }
+  } catch {}
+  // Newest first, then by start: a binary search over the starts finds candidates; the newest owner wins.
+  const order = ranges.map((r, i) => ({ ...r, age: i })).sort((a, b) => a.start - b.start)
+  const jitName = (address) => {
+    let lo = 0
+    let hi = order.length - 1
+    let found
+    // Ranges can overlap (reused memory): scan back from the last start at or below the address.
+    while (lo <= hi) {
+      const mid = (lo + hi) >> 1
+      if (order[mid].start <= address) lo = mid + 1
+      else hi = mid - 1
+    }
+    for (let i = hi; i >= 0 && i > hi - 64; i--) {
+      const r = order[i]
+      if (address < r.end && (found === undefined || r.age > found.age)) found = r
+    }
+    return found?.name
+  }
+  const costs = new Map()
+  const add = (name, n) => costs.set(name, (costs.get(name) ?? 0) + n)
+  for (const file of files) {
+    let fn = ''
+    let afterCalls = false
+    for (const line of readFileSync(file, 'utf8').split('\n')) {
+      if (line.startsWith('fn=')) fn = line.slice(3)
+      else if (line.startsWith('calls=')) afterCalls = true
+      else if (line.startsWith('0x')) {
+        // The line after calls= is the call's inclusive cost, which belongs to the callee.
+        if (afterCalls) {
+          afterCalls = false
+          continue
+        }
+        const [address, ir] = line.split(' ')
+        const n = Number(ir)
+        if (!(n > 0)) continue
+        if (fn.startsWith('0x')) add(tidy(jitName(Number.parseInt(address, 16)) ?? '(JIT code, unnamed)'), n)
+        else add(fn, n)
+      }
+    }
+  }
+  return Object.fromEntries([...costs].map(([name, n]) => [name, n / REQUESTS]))
+}
+
+const tidy = (name) => name.replace(/\S*node_modules\//g, '').replace(/file:\/\/\S*?\/(packages|bench)\//g, '$1/')
 
 const started = Date.now()
 const results = []
@@ -162,9 +239,12 @@ for (const framework of values.frameworks.split(',')) {
     if (mode !== 'one' && mode !== 'many') throw new Error(`unknown mode ${mode} (one or many)`)
     const names = CASES[framework]
     const counts = Object.fromEntries(names.map((n) => [n, []]))
+    const symbolRounds = Object.fromEntries(names.map((n) => [n, []]))
     for (let round = 0; round < ROUNDS; round++) {
       for (const name of round % 2 === 0 ? names : [...names].reverse()) {
-        counts[name].push(await measure(framework, name, mode === 'many'))
+        const { ir, symbols } = await measure(framework, name, mode === 'many')
+        counts[name].push(ir)
+        if (symbols) symbolRounds[name].push(symbols)
         console.error(
           `${framework} ${mode} ${name}: ${counts[name].at(-1).toFixed(0)} instructions per request (${((Date.now() - started) / 60000).toFixed(1)} min)`,
         )
@@ -173,10 +253,68 @@ for (const framework of values.frameworks.split(',')) {
     const bare = median(counts.bare)
     for (const name of names) {
       const ir = median(counts[name])
-      results.push({ framework, mode, case: name, ir, rounds: counts[name], overBare: ir - bare, bareOver: bare / ir })
+      results.push({
+        framework,
+        mode,
+        case: name,
+        ir,
+        rounds: counts[name],
+        overBare: ir - bare,
+        bareOver: bare / ir,
+        ...(SYMBOLS > 0 ? { symbols: meanSymbols(symbolRounds[name]) } : {}),
+      })
     }
   }
 }
+
+/** Each symbol's instructions per request, the mean over rounds (0 in a round where it did not run). */
+function meanSymbols(rounds) {
+  const sums = {}
+  for (const r of rounds) for (const [name, n] of Object.entries(r)) sums[name] = (sums[name] ?? 0) + n / rounds.length
+  // The costliest 300 of at least 5 instructions per request: the rest would run the JSON to megabytes.
+  return Object.fromEntries(
+    Object.entries(sums)
+      .filter(([, n]) => n >= 5)
+      .sort((a, b) => b[1] - a[1])
+      .slice(0, 300),
+  )
+}
+
+/**
+ * The --symbols table of one mode: the functions whose own instructions per request differ most
+ * between Tollgate and any other case, and Tollgate's costliest, one column per case.
+ */
+function symbolTable(rows) {
+  const ours = rows.find((r) => r.case === 'tollgate-memory')?.symbols
+  if (!ours) return []
+  const names = new Set()
+  const all = [...new Set(rows.flatMap((r) => Object.keys(r.symbols)))]
+  const top = (score) => {
+    const scored = all.map((name) => [name, score(name)]).sort((a, b) => b[1] - a[1])
+    for (const [name] of scored.slice(0, SYMBOLS)) names.add(name)
+  }
+  top((name) => ours[name] ?? 0)
+  for (const r of rows) if (r.symbols !== ours) top((name) => Math.abs((ours[name] ?? 0) - (r.symbols[name] ?? 0)))
+  const ordered = [...names].sort((a, b) => (ours[b] ?? 0) - (ours[a] ?? 0))
+  // V8's optimizing compiler runs on background threads of the same process: code still being
+  // compiled after the warm-up, which a longer --warm shrinks. Summed here so it can be told apart.
+  const compiler = (symbols) =>
+    Object.entries(symbols)
+      .filter(([name]) => COMPILER.test(name))
+      .reduce((sum, [, n]) => sum + n, 0)
+  const cut = (name) => (name.length > 90 ? `${name.slice(0, 87)}…` : name).replaceAll('|', '\\|')
+  return [
+    `Own instructions per request by function (mean of rounds; JavaScript named from node's perf map; code V8 inlined counts in its caller):`,
+    '',
+    `| function | ${rows.map((r) => r.case).join(' | ')} |`,
+    `|---|${rows.map(() => '--:').join('|')}|`,
+    `| *all of V8's optimizing compiler* | ${rows.map((r) => Math.round(compiler(r.symbols)).toLocaleString('en-US')).join(' | ')} |`,
+    ...ordered.map((name) => `| ${cut(name)} | ${rows.map((r) => Math.round(r.symbols[name] ?? 0).toLocaleString('en-US')).join(' | ')} |`),
+    '',
+  ]
+}
+
+const COMPILER = /v8::internal::(compiler|maglev|wasm)::|v8::internal::Compiler|OptimizingCompileDispatcher|TurbofanCompilationJob/
 
 const LABELS = {
   bare: '**bare (no limiter)**',
@@ -221,6 +359,7 @@ for (const framework of values.frameworks.split(',')) {
     }
     if (notes.length) lines.push('', notes.join('; '), '')
     else lines.push('')
+    if (SYMBOLS > 0) lines.push(...symbolTable(rows))
   }
 }
 const md = lines.join('\n')
