@@ -16,10 +16,7 @@ export function recordDecision(holder: { rateLimit?: Decision; rateLimits?: Deci
   return first
 }
 
-/**
- * Property where `firstVisit` marks a request. Exported so an adapter can declare it up front (fastify's
- * decorateRequest): adding an undeclared property to every request changes its object shape.
- */
+/** Property where `firstVisit` marks a request. */
 export const VISITED = Symbol('tollgate.visitedBy')
 type Visited = { [VISITED]?: object | object[] }
 
