@@ -12,15 +12,28 @@
 // limiter within 0.4%, the floor by 4%, Tollgate by 7%: what V8 optimises and inlines is decided while
 // the server runs), so compare cases over several rounds, not one server each.
 //
-//   node bench/instructions.mjs [--frameworks LIST] [--modes one,many] [--cases LIST] [--rounds N]
-//                               [--warm N] [--requests N] [--core N] [--symbols N] [--out NAME]
+//   node bench/instructions.mjs [--frameworks LIST] [--modes one,many,flood] [--cases LIST] [--rounds N]
+//                               [--warm N] [--requests N] [--clients N] [--core N] [--symbols N] [--out NAME]
 //
 // --symbols N adds, per mode, the N functions where Tollgate's own instructions differ most from each
 // other case's (and its N costliest): the count by function, without the HTTP bench's spread.
 //
+// --clients N sets the pool of "many" mode (default 10,000, the HTTP bench's). Under callgrind a server
+// answers ~20 times fewer requests a second than in the HTTP bench, so with 10,000 clients each one
+// returns about once in ten 1-second windows instead of twice in one: every request opens a new cell
+// and the memory store's sweep drops nearly every cell it holds. A pool scaled to the measured rate
+// (printed per case: requests a second under callgrind, and each client's requests per window) keeps
+// each client's requests per window as in the HTTP bench, so the count is of the same work.
+//
+// --cache-sim also has callgrind simulate the caches and the branch predictor (--cache-sim=yes
+// --branch-sim=yes; about twice as slow) and tables per request: L1 instruction and data misses,
+// last-level misses, and mispredicted conditional and indirect branches. These are what make one
+// instruction cost more time than another, and what a count of instructions alone cannot show.
+//
 // Per case and round: the server (bench/servers/<framework>.mjs, the HTTP bench's own) starts under
 // callgrind with counting off; this process sends --warm requests (8 keep-alive connections; in "many"
-// mode each request from one of 10,000 addresses in X-Forwarded-For, round-robin), turns counting on,
+// mode each request from one of --clients addresses in X-Forwarded-For, round-robin; in "flood" one
+// client over its limit, 10 a minute, as the HTTP bench's flood, so nearly every answer is a 429), turns counting on,
 // sends --requests more, turns it off, and reads the count. Rounds alternate the order of the cases.
 // Needs valgrind (callgrind_control comes with it) and the Tollgate packages built. A server under
 // callgrind runs ~50 times slower: a case takes ~2 min (fastify) with the default counts.
@@ -30,6 +43,7 @@ import { Agent, request } from 'node:http'
 import { tmpdir } from 'node:os'
 import { join, resolve } from 'node:path'
 import { parseArgs } from 'node:util'
+import { MODES } from './lib/cases.mjs'
 import { deadline, freePort, installSignalHandlers, onCleanup, pinned, spawnTracked, stopAll, stopChild, which } from './lib/procs.mjs'
 import { CLIENTS, median } from './lib/stats.mjs'
 
@@ -41,16 +55,18 @@ const { values } = parseArgs({
     rounds: { type: 'string', default: '2' },
     warm: { type: 'string', default: '100000' },
     requests: { type: 'string', default: '20000' },
+    clients: { type: 'string', default: String(CLIENTS.length) },
     out: { type: 'string', default: 'RESULTS-instructions' },
     core: { type: 'string', default: '0' },
     'max-minutes': { type: 'string', default: '90' },
     symbols: { type: 'string', default: '0' },
+    'cache-sim': { type: 'boolean', default: false },
     help: { type: 'boolean', short: 'h' },
   },
 })
 if (values.help) {
   console.log(
-    'usage: node bench/instructions.mjs [--frameworks fastify,express,koa] [--modes one,many] [--cases LIST] [--rounds N] [--warm N] [--requests N] [--core N] [--out NAME]',
+    'usage: node bench/instructions.mjs [--frameworks fastify,express,koa] [--modes one,many,flood] [--cases LIST] [--rounds N] [--warm N] [--requests N] [--clients N] [--core N] [--symbols N] [--cache-sim] [--out NAME]',
   )
   process.exit(0)
 }
@@ -67,6 +83,12 @@ const ROUNDS = Number(values.rounds)
 const SYMBOLS = Number(values.symbols)
 const WARM = Number(values.warm)
 const REQUESTS = Number(values.requests)
+const CACHE_SIM = values['cache-sim']
+const POOL = Number(values.clients)
+if (!Number.isSafeInteger(POOL) || POOL < 1 || POOL > CLIENTS.length) {
+  console.error(`--clients must be a whole number from 1 to ${CLIENTS.length}, got ${values.clients}`)
+  process.exit(2)
+}
 const CONNECTIONS = 8
 const CASES = {
   fastify: ['bare', 'floor', 'minimal', 'tollgate-memory', 'frl-memory'],
@@ -81,17 +103,25 @@ if (values.cases) {
 const work = mkdtempSync(join(tmpdir(), 'tollgate-instructions-'))
 onCleanup(() => rmSync(work, { recursive: true, force: true }))
 
-/** Sends `n` GET / over CONNECTIONS keep-alive connections; resolves with the count of non-200 answers. */
-async function drive(port, n, many) {
+/**
+ * Sends `n` GET / over CONNECTIONS keep-alive connections; resolves with the count of answers other
+ * than the mode's (200; in a flood 429, or 200 for the few a new window allows).
+ */
+async function drive(port, n, mode, caseName) {
+  const many = mode === 'many'
+  const flood = mode === 'flood' && caseName !== 'bare' // bare answers every request
   const agent = new Agent({ keepAlive: true, maxSockets: CONNECTIONS })
+  const t0 = performance.now()
   let left = n
   let bad = 0
+  let allowed = 0
   let next = 0
   const one = () =>
     new Promise((done, fail) => {
-      const headers = many ? { 'x-forwarded-for': CLIENTS[next++ % CLIENTS.length] } : {}
+      const headers = many ? { 'x-forwarded-for': CLIENTS[next++ % POOL] } : {}
       const req = request({ host: '127.0.0.1', port, path: '/', agent, headers }, (res) => {
-        if (res.statusCode !== 200) bad++
+        if (res.statusCode !== 200 && !(flood && res.statusCode === 429)) bad++
+        else if (flood && res.statusCode === 200) allowed++
         res.resume()
         res.on('end', done)
       })
@@ -103,11 +133,13 @@ async function drive(port, n, many) {
   }
   await Promise.all(Array.from({ length: CONNECTIONS }, loop))
   agent.destroy()
+  // A flood is of refusals: at most a window's max (10) allowed per minute of it.
+  if (flood && allowed > 10 * Math.ceil((performance.now() - t0) / 60_000) + 10) bad += allowed
   return bad
 }
 
 /** Instructions per request of one case in one mode: a server of its own under callgrind. */
-async function measure(framework, caseName, many) {
+async function measure(framework, caseName, mode) {
   const port = await freePort()
   const out = join(work, `${framework}-${caseName}-${port}`)
   // The server on one core, 0 as in the HTTP bench (taskset execs, so the PID is valgrind's, which is
@@ -118,6 +150,7 @@ async function measure(framework, caseName, many) {
     '--instr-atstart=no',
     `--callgrind-out-file=${out}.%p`,
     ...(SYMBOLS > 0 ? ['--dump-instr=yes', '--dump-line=no', '--compress-strings=no', '--compress-pos=no'] : []),
+    ...(CACHE_SIM ? ['--cache-sim=yes', '--branch-sim=yes'] : []),
     process.execPath,
     ...(SYMBOLS > 0 ? ['--perf-basic-prof'] : []),
     resolve(import.meta.dirname, 'servers', `${framework}.mjs`),
@@ -125,10 +158,15 @@ async function measure(framework, caseName, many) {
     caseName,
     '--port',
     String(port),
+    '--max',
+    String(MODES[mode].max),
+    '--window-ms',
+    String(MODES[mode].windowMs),
   ])
   // In the scratch directory: --perf-basic-prof also writes V8's isolate log to the working directory.
   const child = spawnTracked(`${framework} ${caseName} under callgrind`, cmd, args, { cwd: work })
   let log = ''
+  let rate = 0
   child.stderr.on('data', (d) => {
     log += d
   })
@@ -143,22 +181,38 @@ async function measure(framework, caseName, many) {
       child.on('exit', (code) => fail(new Error(`${framework} ${caseName} exited (${code}) before READY:\n${log.slice(-2000)}`)))
     })
     const control = (...args) => execFileSync('callgrind_control', [...args, String(child.pid)], { stdio: 'ignore' })
-    const badWarm = await drive(port, WARM, many)
+    const badWarm = await drive(port, WARM, mode, caseName)
     control('-i', 'on')
-    const bad = await drive(port, REQUESTS, many)
+    const t0 = performance.now()
+    const bad = await drive(port, REQUESTS, mode, caseName)
+    rate = REQUESTS / ((performance.now() - t0) / 1000)
     control('-i', 'off')
     control('-d')
-    if (bad + badWarm > 0) throw new Error(`${framework} ${caseName}: ${bad + badWarm} answers were not 200`)
+    if (bad + badWarm > 0)
+      throw new Error(
+        `${framework} ${caseName}: ${bad + badWarm} answers were not ${mode === 'flood' && caseName !== 'bare' ? '429' : '200'}`,
+      )
   } finally {
     await stopChild(child, 30_000)
   }
-  let total = 0
+  // Each file (one per thread) names its event columns (`events: Ir Dr …`) and sums them (`summary:`).
+  const sums = {}
   const files = readdirSync(work).filter((f) => f.startsWith(`${framework}-${caseName}-${port}.`))
   for (const f of files) {
+    let names = ['Ir']
     for (const line of readFileSync(join(work, f), 'utf8').split('\n')) {
-      if (line.startsWith('summary:') || line.startsWith('totals:')) total += Number(line.split(/\s+/)[1])
+      if (line.startsWith('events:')) names = line.split(/\s+/).slice(1)
+      else if (line.startsWith('summary:') || line.startsWith('totals:')) {
+        line
+          .split(/\s+/)
+          .slice(1)
+          .forEach((n, i) => {
+            if (names[i]) sums[names[i]] = (sums[names[i]] ?? 0) + Number(n)
+          })
+      }
     }
   }
+  const total = sums.Ir ?? 0
   if (!(total > 0)) throw new Error(`${framework} ${caseName}: callgrind reported no instructions`)
   const symbols =
     SYMBOLS > 0
@@ -169,7 +223,8 @@ async function measure(framework, caseName, many) {
       : undefined
   for (const f of files) rmSync(join(work, f), { force: true })
   rmSync(`/tmp/perf-${child.pid}.map`, { force: true })
-  return { ir: total / REQUESTS, symbols }
+  const events = CACHE_SIM ? Object.fromEntries(Object.entries(sums).map(([name, n]) => [name, n / REQUESTS])) : undefined
+  return { ir: total / REQUESTS, rate, symbols, events }
 }
 
 /**
@@ -236,17 +291,21 @@ const results = []
 for (const framework of values.frameworks.split(',')) {
   if (!CASES[framework]) throw new Error(`unknown framework ${framework}`)
   for (const mode of values.modes.split(',')) {
-    if (mode !== 'one' && mode !== 'many') throw new Error(`unknown mode ${mode} (one or many)`)
+    if (!['one', 'many', 'flood'].includes(mode)) throw new Error(`unknown mode ${mode} (one, many or flood)`)
     const names = CASES[framework]
     const counts = Object.fromEntries(names.map((n) => [n, []]))
     const symbolRounds = Object.fromEntries(names.map((n) => [n, []]))
+    const rates = Object.fromEntries(names.map((n) => [n, []]))
+    const eventRounds = Object.fromEntries(names.map((n) => [n, []]))
     for (let round = 0; round < ROUNDS; round++) {
       for (const name of round % 2 === 0 ? names : [...names].reverse()) {
-        const { ir, symbols } = await measure(framework, name, mode === 'many')
+        const { ir, rate, symbols, events } = await measure(framework, name, mode)
         counts[name].push(ir)
+        rates[name].push(rate)
+        if (events) eventRounds[name].push(events)
         if (symbols) symbolRounds[name].push(symbols)
         console.error(
-          `${framework} ${mode} ${name}: ${counts[name].at(-1).toFixed(0)} instructions per request (${((Date.now() - started) / 60000).toFixed(1)} min)`,
+          `${framework} ${mode} ${name}: ${counts[name].at(-1).toFixed(0)} instructions per request, ${rate.toFixed(0)} req/s${mode === 'many' ? `, ${(rate / POOL).toFixed(2)} requests per client per second` : ''} (${((Date.now() - started) / 60000).toFixed(1)} min)`,
         )
       }
     }
@@ -259,12 +318,20 @@ for (const framework of values.frameworks.split(',')) {
         case: name,
         ir,
         rounds: counts[name],
+        rate: median(rates[name]),
+        ...(CACHE_SIM ? { events: medianEvents(eventRounds[name]) } : {}),
         overBare: ir - bare,
         bareOver: bare / ir,
         ...(SYMBOLS > 0 ? { symbols: meanSymbols(symbolRounds[name]) } : {}),
       })
     }
   }
+}
+
+/** Each simulated event's count per request, the median over rounds. */
+function medianEvents(rounds) {
+  const names = [...new Set(rounds.flatMap((r) => Object.keys(r)))]
+  return Object.fromEntries(names.map((name) => [name, median(rounds.map((r) => r[name] ?? 0))]))
 }
 
 /** Each symbol's instructions per request, the mean over rounds (0 in a round where it did not run). */
@@ -314,6 +381,38 @@ function symbolTable(rows) {
   ]
 }
 
+/** --cache-sim: the simulated misses and mispredictions per request of each case, and Tollgate's over the floor's. */
+function simTable(rows) {
+  const columns = [
+    ['Ir', 'instructions'],
+    ['I1mr', 'L1 instruction misses'],
+    ['D1mr+D1mw', 'L1 data misses'],
+    ['ILmr+DLmr+DLmw', 'last-level misses'],
+    ['Bcm', 'mispredicted conditional branches'],
+    ['Bim', 'mispredicted indirect branches'],
+  ]
+  const value = (r, key) => key.split('+').reduce((sum, k) => sum + (r.events?.[k] ?? 0), 0)
+  const floor = rows.find((r) => r.case === 'floor')
+  const fmt = (n) => (n >= 100 ? Math.round(n).toLocaleString('en-US') : n.toFixed(1))
+  const out = [
+    `Simulated by callgrind (--cache-sim), per request, median of rounds${floor ? '; in brackets, the case over the floor' : ''}:`,
+    '',
+    `| case | ${columns.map(([, label]) => label).join(' | ')} |`,
+    `|---|${columns.map(() => '--:').join('|')}|`,
+  ]
+  for (const r of rows) {
+    const cells = columns.map(([key]) => {
+      const v = value(r, key)
+      if (!floor || r === floor) return fmt(v)
+      const d = v - value(floor, key)
+      return `${fmt(v)} (${d >= 0 ? '+' : '−'}${fmt(Math.abs(d))})`
+    })
+    out.push(`| ${LABELS[r.case] ?? r.case} | ${cells.join(' | ')} |`)
+  }
+  out.push('')
+  return out
+}
+
 const COMPILER = /v8::internal::(compiler|maglev|wasm)::|v8::internal::Compiler|OptimizingCompileDispatcher|TurbofanCompilationJob/
 
 const LABELS = {
@@ -329,7 +428,7 @@ const LABELS = {
 const lines = [
   '# Instructions per request, under callgrind',
   '',
-  `\`node bench/instructions.mjs --rounds ${ROUNDS} --warm ${WARM} --requests ${REQUESTS}\`, node ${process.version}, ${new Date().toISOString().slice(0, 10)}, ${((Date.now() - started) / 60000).toFixed(1)} min. Instructions the server process executed per request over ${REQUESTS.toLocaleString('en-US')} requests after ${WARM.toLocaleString('en-US')} of warm-up, median of ${ROUNDS} rounds (each round a new server per case; every round's figure listed). *bare ÷ case* is bare's count over the case's: the throughput the case would have relative to bare if a request's time followed its instructions. See the header of bench/instructions.mjs.`,
+  `\`node bench/instructions.mjs --rounds ${ROUNDS} --warm ${WARM} --requests ${REQUESTS}${POOL !== CLIENTS.length ? ` --clients ${POOL}` : ''}\`, node ${process.version}, ${new Date().toISOString().slice(0, 10)}, ${((Date.now() - started) / 60000).toFixed(1)} min. Instructions the server process executed per request over ${REQUESTS.toLocaleString('en-US')} requests after ${WARM.toLocaleString('en-US')} of warm-up, median of ${ROUNDS} rounds (each round a new server per case; every round's figure listed). *bare ÷ case* is bare's count over the case's: the throughput the case would have relative to bare if a request's time followed its instructions. See the header of bench/instructions.mjs.`,
   '',
 ]
 for (const framework of values.frameworks.split(',')) {
@@ -338,11 +437,20 @@ for (const framework of values.frameworks.split(',')) {
     if (rows.length === 0) continue
     const floor = rows.find((r) => r.case === 'floor')
     const ours = rows.find((r) => r.case === 'tollgate-memory')
-    lines.push(`## ${framework}, ${mode === 'one' ? 'one client' : '10,000 clients'}`, '')
-    lines.push('| case | instructions per request | each round | + over bare | bare ÷ case |', '|---|--:|--:|--:|--:|')
+    const title = {
+      one: 'one client',
+      many: `${POOL.toLocaleString('en-US')} clients`,
+      flood: 'flood (one client over its limit of 10 a minute)',
+    }
+    lines.push(`## ${framework}, ${title[mode]}`, '')
+    const perClient = mode === 'many' ? ' | requests per client per 1-s window' : ''
+    lines.push(
+      `| case | instructions per request | each round | + over bare | bare ÷ case | req/s under callgrind${perClient} |`,
+      `|---|--:|--:|--:|--:|--:|${perClient ? '--:|' : ''}`,
+    )
     for (const r of rows) {
       lines.push(
-        `| ${LABELS[r.case] ?? r.case} | ${Math.round(r.ir).toLocaleString('en-US')} | ${r.rounds.map((x) => Math.round(x).toLocaleString('en-US')).join(' / ')} | ${r.case === 'bare' ? '–' : `+${Math.round(r.overBare).toLocaleString('en-US')}`} | ${r.bareOver.toFixed(3)} |`,
+        `| ${LABELS[r.case] ?? r.case} | ${Math.round(r.ir).toLocaleString('en-US')} | ${r.rounds.map((x) => Math.round(x).toLocaleString('en-US')).join(' / ')} | ${r.case === 'bare' ? '–' : `+${Math.round(r.overBare).toLocaleString('en-US')}`} | ${r.bareOver.toFixed(3)} | ${Math.round(r.rate).toLocaleString('en-US')}${perClient ? ` | ${(r.rate / POOL).toFixed(2)}` : ''} |`,
       )
     }
     const notes = []
@@ -359,6 +467,7 @@ for (const framework of values.frameworks.split(',')) {
     }
     if (notes.length) lines.push('', notes.join('; '), '')
     else lines.push('')
+    if (CACHE_SIM) lines.push(...simTable(rows))
     if (SYMBOLS > 0) lines.push(...symbolTable(rows))
   }
 }
@@ -366,7 +475,7 @@ const md = lines.join('\n')
 writeFileSync(resolve(import.meta.dirname, `${values.out}.md`), md)
 writeFileSync(
   resolve(import.meta.dirname, `${values.out}.json`),
-  `${JSON.stringify({ rounds: ROUNDS, warm: WARM, requests: REQUESTS, node: process.version, results }, null, 1)}\n`,
+  `${JSON.stringify({ rounds: ROUNDS, warm: WARM, requests: REQUESTS, clients: POOL, node: process.version, results }, null, 1)}\n`,
 )
 console.log(md)
 console.error(`wrote bench/${values.out}.md and .json`)

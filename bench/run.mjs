@@ -22,6 +22,8 @@ import {
   deadline,
   freePort,
   installSignalHandlers,
+  ipisTo,
+  kernelMicros,
   pinned,
   shutdown,
   spawnTracked,
@@ -427,6 +429,8 @@ async function measure(srv, mode, ctx, cycle, order) {
   const redis = ctx.redisClient
   const info0 = parseInfo(await redis.info('stats', 'commandstats'))
   const cpu0 = cpuMicros(srv.pid)
+  const sys0 = kernelMicros(srv.pid)
+  const ipi0 = ipisTo(LOAD_CORE)
   const rcpu0 = cpuMicros(ctx.redis.pid)
   const t0 = performance.now()
   const w = await runWrk({
@@ -441,9 +445,12 @@ async function measure(srv, mode, ctx, cycle, order) {
   // so they are counted in this slice and not the next.
   await new Promise((r) => setTimeout(r, SETTLE_MS))
   let cpu1 = cpu0
+  let sys1 = sys0
   try {
     cpu1 = cpuMicros(srv.pid)
+    sys1 = kernelMicros(srv.pid)
   } catch {}
+  const ipi1 = ipisTo(LOAD_CORE)
   const rcpu1 = cpuMicros(ctx.redis.pid)
   const wallUs = (performance.now() - t0) * 1000
   const info1 = parseInfo(await redis.info('stats', 'commandstats'))
@@ -462,6 +469,11 @@ async function measure(srv, mode, ctx, cycle, order) {
     p99Ms: w.p99_us / 1000,
     serverCpuUs: cpu1 - cpu0,
     serverUsPerReq: (cpu1 - cpu0) / n,
+    // The kernel's part of it, and the wake-ups of wrk's core per request (see bench/README.md, "The
+    // wake-up regime"): on a VM a server that answers one request at a time wakes the load generator
+    // for nearly every answer, and those wake-ups, not the limiter, set much of the throughput.
+    serverKernelUsPerReq: (sys1 - sys0) / n,
+    loadCoreIpisPerReq: ipi0 === null || ipi1 === null ? null : (ipi1 - ipi0) / n,
     // Share of one core over wrk's run (the settle time adds only the tail of in-flight requests).
     serverCpuShare: (cpu1 - cpu0) / w.duration_us,
     redisCpuShare: (rcpu1 - rcpu0) / w.duration_us,
@@ -666,6 +678,8 @@ function summarize(group, ctx) {
       plusUsPerReq: spread(plusUs),
       serverUsPerReq: spread(rec.slices.map((s) => s.serverUsPerReq)),
       serverCpuShare: spread(rec.slices.map((s) => s.serverCpuShare)),
+      serverKernelUsPerReq: spread(rec.slices.map((s) => s.serverKernelUsPerReq ?? 0)),
+      loadCoreIpisPerReq: spread(rec.slices.filter((s) => s.loadCoreIpisPerReq != null).map((s) => s.loadCoreIpisPerReq)),
       p50Ms: spread(rec.slices.map((s) => s.p50Ms)),
       p99Ms: spread(rec.slices.map((s) => s.p99Ms)),
       redisCommandsPerReq: spread(rec.slices.map((s) => s.redisCommandsPerReq)),

@@ -141,6 +141,40 @@ export function cpuMicros(pid) {
   return ((Number(fields[11]) + Number(fields[12])) * 1e6) / CLK_TCK
 }
 
+/** The kernel's part of cpuMicros (stime), in microseconds. */
+export function kernelMicros(pid) {
+  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8')
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ')
+  return (Number(fields[12]) * 1e6) / CLK_TCK
+}
+
+/**
+ * Inter-processor interrupts received so far by core `core` (/proc/interrupts: function-call and
+ * rescheduling IPIs, the ones a wake-up of a task sleeping on that core sends), or null where the
+ * file or the core's column is missing.
+ */
+export function ipisTo(core) {
+  let text
+  try {
+    text = readFileSync('/proc/interrupts', 'utf8')
+  } catch {
+    return null
+  }
+  let n = 0
+  let found = false
+  for (const line of text.split('\n')) {
+    const cols = line.trim().split(/\s+/)
+    if (cols[0] === 'CAL:' || cols[0] === 'RES:') {
+      const v = Number(cols[1 + core])
+      if (Number.isFinite(v)) {
+        n += v
+        found = true
+      }
+    }
+  }
+  return found ? n : null
+}
+
 export const hasProcStat = existsSync(`/proc/${process.pid}/stat`)
 
 /** Wait for a line on a child's stdout matching `re`; reject on exit or timeout. */

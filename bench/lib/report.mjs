@@ -30,7 +30,7 @@ function summaryCell(rec) {
 function detailRow(rec) {
   const label = rec.id === 'bare' ? `**${rec.label}**` : rec.label
   if (rec.status === 'skipped' || !rec.summary?.cycles) {
-    return `| ${label} | – | – | – | – | – | – | – | – | – | – | ${checkCell(rec)} |`
+    return `| ${label} | – | – | – | – | – | – | – | – | – | – | – | – | ${checkCell(rec)} |`
   }
   const s = rec.summary
   const ratio = rec.id === 'bare' ? '1' : `${f(s.ratioToBare.median)}${range(s.ratioToBare, (x) => f(x))}`
@@ -44,7 +44,10 @@ function detailRow(rec) {
   const rr = redisCase ? f(s.redisReadsPerReq.median, 3) : '–'
   const ru = redisCase ? f(s.redisUsPerReq.median, 1) : '–'
   const busy = s.serverCpuShare?.median == null ? '–' : `${Math.round(s.serverCpuShare.median * 100)}%`
-  return `| ${label} | ${int(s.rps.median)} | ${ratio} | ${plus} | ${busy} | ${f(s.p50Ms.median)} | ${f(s.p99Ms.median)} | ${non2xx} | ${rc} | ${rr} | ${ru} | ${checkCell(rec)} |`
+  // Runs before these two were recorded have neither.
+  const kernel = s.serverKernelUsPerReq?.n ? f(s.serverKernelUsPerReq.median, 1) : '–'
+  const wakeups = s.loadCoreIpisPerReq?.n ? f(s.loadCoreIpisPerReq.median, 3) : '–'
+  return `| ${label} | ${int(s.rps.median)} | ${ratio} | ${plus} | ${busy} | ${kernel} | ${wakeups} | ${f(s.p50Ms.median)} | ${f(s.p99Ms.median)} | ${non2xx} | ${rc} | ${rr} | ${ru} | ${checkCell(rec)} |`
 }
 
 /** The "Before → after" section of a run with --baseline (see compareWithBaseline in run.mjs). */
@@ -166,7 +169,7 @@ export function renderMarkdown({ meta, config: cfg, groups, beforeAfter: compari
   out.push('')
   out.push(
     'req/s: median of the slices. × bare: median of per-cycle ratios (min…max over cycles). ' +
-      '+µs/req: server CPU µs per request minus bare’s in the same cycle (min…max). server busy: the server’s CPU time over the slice’s wall time (median; well under 100% means it waited: on Redis, or on the load generator). p50/p99: medians of the slices’ wrk latency percentiles, ms. ' +
+      '+µs/req: server CPU µs per request minus bare’s in the same cycle (min…max). server busy: the server’s CPU time over the slice’s wall time (median; well under 100% means it waited: on Redis, or on the load generator). kernel µs/req: the part of the server’s CPU time spent in the kernel (median). wake-ups/req: inter-processor interrupts received by wrk’s core per request (median), nearly all of them the server waking wrk to read an answer; on a VM each costs several µs, and fewer mean answers written in bursts (see bench/README.md, “The wake-up regime”). p50/p99: medians of the slices’ wrk latency percentiles, ms. ' +
       'non-2xx: over all measured slices. Redis cmd/req: commands Redis executed per request (INFO commandstats; ' +
       'MULTI, EXEC and commands run inside scripts each count). Redis reads/req: socket reads by Redis per request ' +
       '(≈ round trips; a pipeline read in one go counts once). Redis µs/req: redis-server CPU per request.',
@@ -179,9 +182,9 @@ export function renderMarkdown({ meta, config: cfg, groups, beforeAfter: compari
     out.push(`${m.what.replace('distinct client IPs', `${int(cfg.clients)} distinct client IPs`)}.`)
     out.push('')
     out.push(
-      '| case | req/s | × bare | +µs/req | server busy | p50 ms | p99 ms | non-2xx | Redis cmd/req | Redis reads/req | Redis µs/req | check |',
+      '| case | req/s | × bare | +µs/req | server busy | kernel µs/req | wake-ups/req | p50 ms | p99 ms | non-2xx | Redis cmd/req | Redis reads/req | Redis µs/req | check |',
     )
-    out.push('|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|---|')
+    out.push('|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|---|')
     for (const id of idsOf(g.framework)) if (g.cases[id]) out.push(detailRow(g.cases[id]))
     const bareBusy = g.cases.bare?.summary?.serverCpuShare?.median
     if (bareBusy != null && bareBusy < 0.85) {
