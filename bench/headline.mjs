@@ -40,13 +40,16 @@ for (const fw of ['express', 'fastify', 'koa'])
   for (const mode of ['one', 'many', 'flood'])
     for (const store of ['memory', 'redis']) {
       const g = d.groups.find((x) => x.framework === fw && x.mode === mode)
+      if (!g) continue // a focused run: only its cells
       const floor = g.cases.floor,
         tg = g.cases[`tollgate-${store}`]
       let best
       for (const id of PEERS[fw][store]) {
         const c = g.cases[id]
+        if (!c?.summary?.ratioToBare) continue
         if (!best || c.summary.ratioToBare.median > best.c.summary.ratioToBare.median) best = { id, c }
       }
+      if (!tg?.summary?.ratioToBare || !floor?.summary || !best) continue // a focused run without this cell's cases
       const diff = tg.summary.ratioToBare.median - best.c.summary.ratioToBare.median
       // The minimal limiter of the cell's store when the run has it (memory: a hand-written per-client
       // count; Redis: the same count in Redis, a hand-written batched MULTI/INCRBY/PEXPIRE/EXEC on a raw
@@ -69,3 +72,25 @@ console.log(
 )
 console.log(`|---|---|---|--:|--:|--:|--:|--:|--:|${RUNS > 1 ? '--:|' : ''}${withMinimal ? '--:|--:|' : ''}`)
 console.log(rows.join('\n'))
+
+// Runs that recorded them (bench/README.md, "The wake-up regime"): per framework × mode, the wake-ups of
+// wrk's core and the server's kernel µs per request, medians of the cells' slices, for the floor, the
+// minimal limiters and Tollgate on each store, so a ratio can be read against the regime it ran in.
+const WAKE = ['floor', 'minimal', 'tollgate-memory', 'minimal-redis', 'tollgate-redis']
+const recorded = (c) => c?.summary?.loadCoreIpisPerReq?.n > 0
+if (d.groups.some((g) => WAKE.some((id) => recorded(g.cases[id])))) {
+  const shown = WAKE.filter((id) => d.groups.some((g) => recorded(g.cases[id])))
+  console.log('')
+  console.log(`| framework | mode | ${shown.map((id) => `${id}: wake-ups / kernel µs per request`).join(' | ')} |`)
+  console.log(`|---|---|${shown.map(() => '--:').join('|')}|`)
+  for (const fw of ['express', 'fastify', 'koa'])
+    for (const mode of ['one', 'many', 'flood']) {
+      const g = d.groups.find((x) => x.framework === fw && x.mode === mode)
+      if (!g) continue
+      const cell = (id) => {
+        const s = g.cases[id]?.summary
+        return recorded(g.cases[id]) ? `${s.loadCoreIpisPerReq.median.toFixed(2)} / ${s.serverKernelUsPerReq.median.toFixed(1)}` : '–'
+      }
+      console.log(`| ${fw} | ${MODES[mode]} | ${shown.map(cell).join(' | ')} |`)
+    }
+}
