@@ -19,11 +19,11 @@ import {
   canPin,
   checkTools,
   cpuMicros,
+  cpuTimes,
   deadline,
   freePort,
   installSignalHandlers,
   ipisTo,
-  kernelMicros,
   pinned,
   shutdown,
   spawnTracked,
@@ -428,8 +428,8 @@ async function startServer(fw, caseName, mode, ctx) {
 async function measure(srv, mode, ctx, cycle, order) {
   const redis = ctx.redisClient
   const info0 = parseInfo(await redis.info('stats', 'commandstats'))
-  const cpu0 = cpuMicros(srv.pid)
-  const sys0 = kernelMicros(srv.pid)
+  const before = cpuTimes(srv.pid)
+  const cpu0 = before.total
   const ipi0 = ipisTo(LOAD_CORE)
   const rcpu0 = cpuMicros(ctx.redis.pid)
   const t0 = performance.now()
@@ -444,12 +444,11 @@ async function measure(srv, mode, ctx, cycle, order) {
   // Let the server finish the requests still in flight when wrk stopped (and their Redis calls),
   // so they are counted in this slice and not the next.
   await new Promise((r) => setTimeout(r, SETTLE_MS))
-  let cpu1 = cpu0
-  let sys1 = sys0
+  let after = before
   try {
-    cpu1 = cpuMicros(srv.pid)
-    sys1 = kernelMicros(srv.pid)
+    after = cpuTimes(srv.pid)
   } catch {}
+  const cpu1 = after.total
   const ipi1 = ipisTo(LOAD_CORE)
   const rcpu1 = cpuMicros(ctx.redis.pid)
   const wallUs = (performance.now() - t0) * 1000
@@ -470,9 +469,9 @@ async function measure(srv, mode, ctx, cycle, order) {
     serverCpuUs: cpu1 - cpu0,
     serverUsPerReq: (cpu1 - cpu0) / n,
     // The kernel's part of it, and the wake-ups of wrk's core per request (see bench/README.md, "The
-    // wake-up regime"): on a VM a server that answers one request at a time wakes the load generator
-    // for nearly every answer, and those wake-ups, not the limiter, set much of the throughput.
-    serverKernelUsPerReq: (sys1 - sys0) / n,
+    // wake-up regime"): on a VM a server that answers each request as soon as it reads it wakes the load
+    // generator for many of its answers, and those wake-ups, not the limiter, set much of its throughput.
+    serverKernelUsPerReq: (after.kernel - before.kernel) / n,
     loadCoreIpisPerReq: ipi0 === null || ipi1 === null ? null : (ipi1 - ipi0) / n,
     // Share of one core over wrk's run (the settle time adds only the tail of in-flight requests).
     serverCpuShare: (cpu1 - cpu0) / w.duration_us,
@@ -678,7 +677,7 @@ function summarize(group, ctx) {
       plusUsPerReq: spread(plusUs),
       serverUsPerReq: spread(rec.slices.map((s) => s.serverUsPerReq)),
       serverCpuShare: spread(rec.slices.map((s) => s.serverCpuShare)),
-      serverKernelUsPerReq: spread(rec.slices.map((s) => s.serverKernelUsPerReq ?? 0)),
+      serverKernelUsPerReq: spread(rec.slices.filter((s) => s.serverKernelUsPerReq != null).map((s) => s.serverKernelUsPerReq)),
       loadCoreIpisPerReq: spread(rec.slices.filter((s) => s.loadCoreIpisPerReq != null).map((s) => s.loadCoreIpisPerReq)),
       p50Ms: spread(rec.slices.map((s) => s.p50Ms)),
       p99Ms: spread(rec.slices.map((s) => s.p99Ms)),

@@ -133,20 +133,17 @@ export function freePort() {
   })
 }
 
-/** utime+stime of a process (all its threads), in microseconds, from /proc/<pid>/stat. */
-export function cpuMicros(pid) {
+/** CPU time of a process (all its threads) in microseconds from /proc/<pid>/stat: utime+stime, and stime alone. */
+export function cpuTimes(pid) {
   const stat = readFileSync(`/proc/${pid}/stat`, 'utf8')
   const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ')
   // fields[0] is field 3 (state); utime is field 14, stime field 15.
-  return ((Number(fields[11]) + Number(fields[12])) * 1e6) / CLK_TCK
+  const kernel = (Number(fields[12]) * 1e6) / CLK_TCK
+  return { total: (Number(fields[11]) * 1e6) / CLK_TCK + kernel, kernel }
 }
 
-/** The kernel's part of cpuMicros (stime), in microseconds. */
-export function kernelMicros(pid) {
-  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8')
-  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ')
-  return (Number(fields[12]) * 1e6) / CLK_TCK
-}
+/** utime+stime of a process (all its threads), in microseconds. */
+export const cpuMicros = (pid) => cpuTimes(pid).total
 
 /**
  * Inter-processor interrupts received so far by core `core` (/proc/interrupts: function-call and
