@@ -133,8 +133,9 @@ async function drive(port, n, mode, caseName) {
   }
   await Promise.all(Array.from({ length: CONNECTIONS }, loop))
   agent.destroy()
-  // A flood is of refusals: at most a window's max (10) allowed per minute of it.
-  if (flood && allowed > 10 * Math.ceil((performance.now() - t0) / 60_000) + 10) bad += allowed
+  // A flood is of refusals: at most the mode's max allowed per window it spans, and one window more.
+  const { max, windowMs } = MODES.flood
+  if (flood && allowed > max * (Math.ceil((performance.now() - t0) / windowMs) + 1)) bad += allowed
   return bad
 }
 
