@@ -13,7 +13,8 @@
 // the server runs), so compare cases over several rounds, not one server each.
 //
 //   node bench/instructions.mjs [--frameworks LIST] [--modes one,many,flood] [--cases LIST] [--rounds N]
-//                               [--warm N] [--requests N] [--clients N] [--core N] [--symbols N] [--out NAME]
+//                               [--warm N] [--requests N] [--clients N] [--flood-window-ms MS] [--core N]
+//                               [--symbols N] [--out NAME]
 //
 // --symbols N adds, per mode, the N functions where Tollgate's own instructions differ most from each
 // other case's (and its N costliest): the count by function, without the HTTP bench's spread.
@@ -24,6 +25,13 @@
 // and the memory store's sweep drops nearly every cell it holds. A pool scaled to the measured rate
 // (printed per case: requests a second under callgrind, and each client's requests per window) keeps
 // each client's requests per window as in the HTTP bench, so the count is of the same work.
+//
+// --flood-window-ms MS sets the window of "flood" mode (default the HTTP bench's, a minute). At each
+// window's start a flooded limiter allows its 10 requests again: ten 200s among the 429s, answers of
+// another shape, and V8 deoptimizes the response path it had specialized to refusals and compiles it
+// again. Under wrk that happens once per ~2.7 million requests; under callgrind, once per ~30,000, so
+// whether the 20,000 counted requests hold an edge moved fastify's count by up to a fifth. A window of
+// an hour (3600000) keeps every edge out of the count: the count of the refusal path itself.
 //
 // --cache-sim also has callgrind simulate the caches and the branch predictor (--cache-sim=yes
 // --branch-sim=yes; about twice as slow) and tables per request: L1 instruction and data misses,
@@ -56,6 +64,7 @@ const { values } = parseArgs({
     warm: { type: 'string', default: '100000' },
     requests: { type: 'string', default: '20000' },
     clients: { type: 'string', default: String(CLIENTS.length) },
+    'flood-window-ms': { type: 'string', default: String(MODES.flood.windowMs) },
     out: { type: 'string', default: 'RESULTS-instructions' },
     core: { type: 'string', default: '0' },
     'max-minutes': { type: 'string', default: '90' },
@@ -66,7 +75,7 @@ const { values } = parseArgs({
 })
 if (values.help) {
   console.log(
-    'usage: node bench/instructions.mjs [--frameworks fastify,express,koa] [--modes one,many,flood] [--cases LIST] [--rounds N] [--warm N] [--requests N] [--clients N] [--core N] [--symbols N] [--cache-sim] [--out NAME]',
+    'usage: node bench/instructions.mjs [--frameworks fastify,express,koa] [--modes one,many,flood] [--cases LIST] [--rounds N] [--warm N] [--requests N] [--clients N] [--flood-window-ms MS] [--core N] [--symbols N] [--cache-sim] [--out NAME]',
   )
   process.exit(0)
 }
@@ -89,6 +98,17 @@ if (!Number.isSafeInteger(POOL) || POOL < 1 || POOL > CLIENTS.length) {
   console.error(`--clients must be a whole number from 1 to ${CLIENTS.length}, got ${values.clients}`)
   process.exit(2)
 }
+const FLOOD_WINDOW_MS = Number(values['flood-window-ms'])
+if (!Number.isSafeInteger(FLOOD_WINDOW_MS) || FLOOD_WINDOW_MS < 1000) {
+  console.error(`--flood-window-ms must be a whole number of ms ≥ 1000, got ${values['flood-window-ms']}`)
+  process.exit(2)
+}
+/** A count with its sign, as "+1,234" or "−1,234" (an Express refusal costs less than bare's route). */
+const signed = (n) => `${n < 0 ? '−' : '+'}${Math.abs(Math.round(n)).toLocaleString('en-US')}`
+/** "a minute", "an hour", "per 90 s": a flood window in words. */
+const per = (ms) => (ms === 60_000 ? 'a minute' : ms === 3_600_000 ? 'an hour' : `per ${ms / 1000} s`)
+/** Each mode's limit and window, flood's window as --flood-window-ms sets it. */
+const LIMITS = { ...MODES, flood: { ...MODES.flood, windowMs: FLOOD_WINDOW_MS } }
 const CONNECTIONS = 8
 const CASES = {
   fastify: ['bare', 'floor', 'minimal', 'tollgate-memory', 'frl-memory'],
@@ -134,7 +154,7 @@ async function drive(port, n, mode, caseName) {
   await Promise.all(Array.from({ length: CONNECTIONS }, loop))
   agent.destroy()
   // A flood is of refusals: at most the mode's max allowed per window it spans, and one window more.
-  const { max, windowMs } = MODES.flood
+  const { max, windowMs } = LIMITS.flood
   if (flood && allowed > max * (Math.ceil((performance.now() - t0) / windowMs) + 1)) bad += allowed
   return bad
 }
@@ -160,9 +180,9 @@ async function measure(framework, caseName, mode) {
     '--port',
     String(port),
     '--max',
-    String(MODES[mode].max),
+    String(LIMITS[mode].max),
     '--window-ms',
-    String(MODES[mode].windowMs),
+    String(LIMITS[mode].windowMs),
   ])
   // In the scratch directory: --perf-basic-prof also writes V8's isolate log to the working directory.
   const child = spawnTracked(`${framework} ${caseName} under callgrind`, cmd, args, { cwd: work })
@@ -429,7 +449,7 @@ const LABELS = {
 const lines = [
   '# Instructions per request, under callgrind',
   '',
-  `\`node bench/instructions.mjs --rounds ${ROUNDS} --warm ${WARM} --requests ${REQUESTS}${POOL !== CLIENTS.length ? ` --clients ${POOL}` : ''}\`, node ${process.version}, ${new Date().toISOString().slice(0, 10)}, ${((Date.now() - started) / 60000).toFixed(1)} min. Instructions the server process executed per request over ${REQUESTS.toLocaleString('en-US')} requests after ${WARM.toLocaleString('en-US')} of warm-up, median of ${ROUNDS} rounds (each round a new server per case; every round's figure listed). *bare ÷ case* is bare's count over the case's: the throughput the case would have relative to bare if a request's time followed its instructions. See the header of bench/instructions.mjs.`,
+  `\`node bench/instructions.mjs --rounds ${ROUNDS} --warm ${WARM} --requests ${REQUESTS}${POOL !== CLIENTS.length ? ` --clients ${POOL}` : ''}${FLOOD_WINDOW_MS !== MODES.flood.windowMs ? ` --flood-window-ms ${FLOOD_WINDOW_MS}` : ''}\`, node ${process.version}, ${new Date().toISOString().slice(0, 10)}, ${((Date.now() - started) / 60000).toFixed(1)} min. Instructions the server process executed per request over ${REQUESTS.toLocaleString('en-US')} requests after ${WARM.toLocaleString('en-US')} of warm-up, median of ${ROUNDS} rounds (each round a new server per case; every round's figure listed). *bare ÷ case* is bare's count over the case's: the throughput the case would have relative to bare if a request's time followed its instructions. See the header of bench/instructions.mjs.`,
   '',
 ]
 for (const framework of values.frameworks.split(',')) {
@@ -441,7 +461,7 @@ for (const framework of values.frameworks.split(',')) {
     const title = {
       one: 'one client',
       many: `${POOL.toLocaleString('en-US')} clients`,
-      flood: 'flood (one client over its limit of 10 a minute)',
+      flood: `flood (one client over its limit of ${LIMITS.flood.max} ${per(LIMITS.flood.windowMs)})`,
     }
     lines.push(`## ${framework}, ${title[mode]}`, '')
     const perClient = mode === 'many' ? ' | requests per client per 1-s window' : ''
@@ -451,7 +471,7 @@ for (const framework of values.frameworks.split(',')) {
     )
     for (const r of rows) {
       lines.push(
-        `| ${LABELS[r.case] ?? r.case} | ${Math.round(r.ir).toLocaleString('en-US')} | ${r.rounds.map((x) => Math.round(x).toLocaleString('en-US')).join(' / ')} | ${r.case === 'bare' ? '–' : `+${Math.round(r.overBare).toLocaleString('en-US')}`} | ${r.bareOver.toFixed(3)} | ${Math.round(r.rate).toLocaleString('en-US')}${perClient ? ` | ${(r.rate / POOL).toFixed(2)}` : ''} |`,
+        `| ${LABELS[r.case] ?? r.case} | ${Math.round(r.ir).toLocaleString('en-US')} | ${r.rounds.map((x) => Math.round(x).toLocaleString('en-US')).join(' / ')} | ${r.case === 'bare' ? '–' : signed(r.overBare)} | ${r.bareOver.toFixed(3)} | ${Math.round(r.rate).toLocaleString('en-US')}${perClient ? ` | ${(r.rate / POOL).toFixed(2)}` : ''} |`,
       )
     }
     const notes = []
@@ -463,7 +483,7 @@ for (const framework of values.frameworks.split(',')) {
       const p = rows.find((r) => r.case === peer)
       if (ours && p)
         notes.push(
-          `Tollgate ÷ ${peer}: ${(p.ir / ours.ir).toFixed(3)} (Tollgate adds ${Math.round(ours.overBare).toLocaleString('en-US')}, the peer ${Math.round(p.overBare).toLocaleString('en-US')})`,
+          `Tollgate ÷ ${peer}: ${(p.ir / ours.ir).toFixed(3)} (Tollgate ${signed(ours.overBare)} over bare, the peer ${signed(p.overBare)})`,
         )
     }
     if (notes.length) lines.push('', notes.join('; '), '')
