@@ -329,7 +329,7 @@ const LABELS = {
 const lines = [
   '# Hook cost: what each memory-store limiter adds to one request, in process',
   '',
-  `\`node --expose-gc --min-semi-space-size=256 --max-semi-space-size=256 bench/hook-cost.mjs --cycles ${CYCLES} --ops ${OPS}\`, node ${process.version}, ${new Date().toISOString().slice(0, 10)}. ns and bytes per request over \`none\` (the same loop with no limiter), median of ${CYCLES} interleaved cycles (min…max); Tollgate ÷ peer: median of the per-cycle ratios of the two added costs, and in how many cycles Tollgate added less. See the header of bench/hook-cost.mjs for what runs.`,
+  `\`node --expose-gc --min-semi-space-size=256 --max-semi-space-size=256 bench/hook-cost.mjs${values.frameworks !== 'fastify,express,koa' ? ` --frameworks ${values.frameworks}` : ''}${values.cases ? ` --cases ${values.cases}` : ''} --cycles ${CYCLES} --ops ${OPS}\`, node ${process.version}, ${new Date().toISOString().slice(0, 10)}. ns and bytes per request over \`none\` (the same loop with no limiter), median of ${CYCLES} interleaved cycles (min…max); Tollgate ÷ peer: median of the per-cycle ratios of the two added costs, and in how many cycles Tollgate added less. See the header of bench/hook-cost.mjs for what runs.`,
   '',
 ]
 for (const framework of FRAMEWORKS) {
