@@ -29,7 +29,7 @@
 // --flood-window-ms MS sets the window of "flood" mode (default the HTTP bench's, a minute). At each
 // window's start a flooded limiter allows its 10 requests again: ten 200s among the 429s, answers of
 // another shape, and V8 deoptimizes the response path it had specialized to refusals and compiles it
-// again. Under wrk that happens once per ~2.7 million requests; under callgrind, once per ~30,000, so
+// again. Under wrk that happens once in millions of requests; under callgrind once in 30,000 to 80,000, so
 // whether the 20,000 counted requests hold an edge moved fastify's count by up to a fifth. A window of
 // an hour (3600000) keeps every edge out of the count: the count of the refusal path itself.
 //
