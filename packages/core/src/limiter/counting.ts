@@ -45,10 +45,7 @@ export class Counting<Req> {
   private readonly lockout: Lockout
   /** The memory store's cells of this limiter's clients (local-cells.ts); unset for other stores and with refunds. */
   private readonly cells: LocalCells | undefined
-  /**
-   * On the fast path of a remote store with the fallback: each client's store key and the last count
-   * the store returned for it (mirror-cells.ts), one lookup for both.
-   */
+  /** Fast path, remote store with the fallback: each client's store key and last returned count (mirror-cells.ts), one lookup. */
   private readonly mirror: MirrorCells | undefined
 
   constructor(
