@@ -3,6 +3,7 @@ import {
   adapterFunction,
   createGate,
   type Decision,
+  expressIp,
   expressVisit,
   isObject,
   isThenable,
@@ -39,7 +40,8 @@ export type RateLimitMiddleware = ((req: Request, res: Response, next: NextFunct
 }
 
 const hooks = {
-  ip: (req: Request) => req.ip,
+  // req.ip's own address, without the cost of Express's getter (core's express-ip.ts).
+  ip: (req: Request) => expressIp(req),
   diagnose(req: Request): string | null | undefined {
     const trust = req.app.get('trust proxy')
     // true makes req.ip the leftmost X-Forwarded-For entry, which any client can write, even through

@@ -1,6 +1,15 @@
 import { Logger as NestLogger } from '@nestjs/common'
 import { Limiter, type LimiterOptions, type Logger, TollgateError } from '@tollgate/core'
-import { type AdapterHooks, createGate, type Decision, type Gate, invalidOption, isThenable, nestedOptions } from '@tollgate/core/adapter'
+import {
+  type AdapterHooks,
+  createGate,
+  type Decision,
+  expressIp,
+  type Gate,
+  invalidOption,
+  isThenable,
+  nestedOptions,
+} from '@tollgate/core/adapter'
 import type { RateLimitMetadata } from './decorators'
 import { io, keepRefusal, type NestRequest } from './platform'
 
@@ -34,7 +43,8 @@ const USE_TRUST = `trust only your proxies: on platform-express app.set('trust p
 function nestHooks(): AdapterHooks<NestRequest> {
   let reported = false
   return {
-    ip: (req) => req.ip,
+    // On platform-express req.ip's address without the cost of Express's getter; fastify's request.ip as it is.
+    ip: (req) => expressIp(req),
     diagnose(req) {
       if (reported) return null
       const r = req as NestRequest & { app?: { get?(name: string): unknown }; socket?: { remoteAddress?: string } }
