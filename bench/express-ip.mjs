@@ -11,8 +11,8 @@
 // read as in hot-path.mjs (heap growth over a slice with no GC in it).
 import { createRequire } from 'node:module'
 import { parseArgs } from 'node:util'
-import v8 from 'node:v8'
 import { expressIp } from '@tollgate/core/adapter'
+import { median, slice } from './lib/slices.mjs'
 import { CLIENTS } from './lib/stats.mjs'
 
 const { values } = parseArgs({
@@ -57,24 +57,6 @@ function reader(reqs, read) {
   }
 }
 
-const turn = () => new Promise((r) => setImmediate(r))
-
-async function slice(run) {
-  for (let attempt = 0; attempt < 5; attempt++) {
-    globalThis.gc?.()
-    await turn()
-    const profiler = new v8.GCProfiler()
-    profiler.start()
-    const heap = v8.getHeapStatistics().used_heap_size
-    const t0 = process.hrtime.bigint()
-    for (let n = 0; n < OPS; n++) run()
-    const ns = Number(process.hrtime.bigint() - t0) / OPS
-    const bytes = (v8.getHeapStatistics().used_heap_size - heap) / OPS
-    if (profiler.stop().statistics.length === 0) return { ns, bytes }
-  }
-  return { ns: Number.NaN, bytes: Number.NaN }
-}
-
 const cases = []
 for (const [name, express] of [
   ['Express 5', require('express')],
@@ -85,15 +67,11 @@ for (const [name, express] of [
   cases.push({ id: `${name}, req.ip`, run: reader(reqs, (req) => req.ip) })
   cases.push({ id: `${name}, expressIp`, run: reader(reqs, expressIp) })
 }
-for (const c of cases) for (let n = 0; n < 3; n++) await slice(c.run)
+for (const c of cases) for (let n = 0; n < 3; n++) await slice(c.run, OPS)
 
 const results = new Map(cases.map((c) => [c.id, []]))
 for (let cycle = 0; cycle < CYCLES; cycle++) {
-  for (const c of cycle % 2 === 0 ? cases : [...cases].reverse()) results.get(c.id).push(await slice(c.run))
-}
-const median = (xs) => {
-  const s = xs.filter((x) => !Number.isNaN(x)).sort((a, b) => a - b)
-  return s.length === 0 ? Number.NaN : s[Math.floor(s.length / 2)]
+  for (const c of cycle % 2 === 0 ? cases : [...cases].reverse()) results.get(c.id).push(await slice(c.run, OPS))
 }
 console.log(
   `Client address on Express, "trust proxy" ${JSON.stringify(TRUST)}, ${OPS} reads per slice, median of ${CYCLES} cycles (min…max); bytes: heap growth per read, no GC in the slice`,

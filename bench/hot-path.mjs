@@ -20,8 +20,8 @@
 import { join } from 'node:path'
 import { pathToFileURL } from 'node:url'
 import { parseArgs } from 'node:util'
-import v8 from 'node:v8'
 import { importFrom } from './lib/baseline.mjs'
+import { median, slice } from './lib/slices.mjs'
 import { CLIENTS } from './lib/stats.mjs'
 
 const { values } = parseArgs({
@@ -94,24 +94,6 @@ async function build(core, adapter, path) {
 /** The same request objects and nothing else: what the loop itself costs and allocates. */
 const empty = (path) => requests(path, (req, res) => req !== res)
 
-const turn = () => new Promise((r) => setImmediate(r))
-
-async function slice(run) {
-  for (let attempt = 0; attempt < 5; attempt++) {
-    globalThis.gc?.()
-    await turn()
-    const profiler = new v8.GCProfiler() // reports every GC in the slice, synchronously
-    profiler.start()
-    const heap = v8.getHeapStatistics().used_heap_size
-    const t0 = process.hrtime.bigint()
-    for (let n = 0; n < OPS; n++) run()
-    const ns = Number(process.hrtime.bigint() - t0) / OPS
-    const bytes = (v8.getHeapStatistics().used_heap_size - heap) / OPS
-    if (profiler.stop().statistics.length === 0) return { ns, bytes }
-  }
-  return { ns: Number.NaN, bytes: Number.NaN }
-}
-
 const tiers = [['current', await import('@tollgate/core'), await import('@tollgate/core/adapter')]]
 if (values.baseline) {
   const { mod, dir } = await importFrom('@tollgate/core', values.baseline)
@@ -122,18 +104,14 @@ for (const path of ['one', 'many', 'flood', 'turnover']) {
   cases.push({ id: `${path} empty loop`, run: empty(path) })
   for (const [tier, core, adapter] of tiers) cases.push({ id: `${path} ${tier}`, run: await build(core, adapter, path) })
 }
-for (const c of cases) for (let n = 0; n < 3; n++) await slice(c.run) // warm up: JIT and the windows' maps
+for (const c of cases) for (let n = 0; n < 3; n++) await slice(c.run, OPS) // warm up: JIT and the windows' maps
 
 const results = new Map(cases.map((c) => [c.id, []]))
 for (let cycle = 0; cycle < CYCLES; cycle++) {
   const order = cycle % 2 === 0 ? cases : [...cases].reverse()
   for (const c of order) {
-    results.get(c.id).push(await slice(c.run))
+    results.get(c.id).push(await slice(c.run, OPS))
   }
-}
-const median = (xs) => {
-  const s = xs.filter((x) => !Number.isNaN(x)).sort((a, b) => a - b)
-  return s.length === 0 ? Number.NaN : s[Math.floor(s.length / 2)]
 }
 console.log(`Hot path, ${OPS} requests per slice, median of ${CYCLES} cycles (min…max); bytes: heap growth per request, no GC in the slice`)
 console.log('| case | ns/request | bytes/request |')
