@@ -29,6 +29,7 @@ import { createRequire } from 'node:module'
 import { join, resolve } from 'node:path'
 import { parseArgs } from 'node:util'
 import v8 from 'node:v8'
+import { picks } from './lib/cases.mjs'
 import { CLIENTS, median } from './lib/stats.mjs'
 
 const { values } = parseArgs({
@@ -61,10 +62,11 @@ const CASES = {
   express: ['none', 'floor', 'minimal', 'tollgate-memory', 'tollgate-memory-no-headers', 'erl-memory', 'rlf-memory'],
   koa: ['none', 'floor', 'minimal', 'tollgate-memory', 'tollgate-memory-no-headers', 'krl-memory'],
 }
-// --cases: ids or prefixes to keep (`none` always runs: every figure is taken over it).
+// --cases: ids or prefixes to keep, as run.mjs reads them (`none` always runs: every figure is taken over it).
 if (values.cases) {
   const wanted = values.cases.split(',')
-  for (const fw in CASES) CASES[fw] = CASES[fw].filter((c) => c === 'none' || wanted.some((w) => c.startsWith(w)))
+  const ids = Object.values(CASES).flat()
+  for (const fw in CASES) CASES[fw] = CASES[fw].filter((c) => c === 'none' || picks(wanted, c, ids))
 }
 const PEERS = { fastify: ['frl-memory'], express: ['erl-memory', 'rlf-memory'], koa: ['krl-memory'] }
 const LIKE_FOR_LIKE = { 'rlf-memory': 'tollgate-memory-no-headers' }

@@ -51,7 +51,7 @@ import { Agent, request } from 'node:http'
 import { tmpdir } from 'node:os'
 import { join, resolve } from 'node:path'
 import { parseArgs } from 'node:util'
-import { MODES } from './lib/cases.mjs'
+import { MODES, picks } from './lib/cases.mjs'
 import { deadline, freePort, installSignalHandlers, onCleanup, pinned, spawnTracked, stopAll, stopChild, which } from './lib/procs.mjs'
 import { CLIENTS, median } from './lib/stats.mjs'
 
@@ -118,7 +118,8 @@ const CASES = {
 const PEERS = { fastify: ['frl-memory'], express: ['erl-memory', 'rlf-memory'], koa: ['krl-memory'] }
 if (values.cases) {
   const wanted = values.cases.split(',')
-  for (const fw in CASES) CASES[fw] = CASES[fw].filter((c) => c === 'bare' || wanted.some((w) => c.startsWith(w)))
+  const ids = Object.values(CASES).flat()
+  for (const fw in CASES) CASES[fw] = CASES[fw].filter((c) => c === 'bare' || picks(wanted, c, ids))
 }
 const work = mkdtempSync(join(tmpdir(), 'tollgate-instructions-'))
 onCleanup(() => rmSync(work, { recursive: true, force: true }))

@@ -13,7 +13,7 @@ import { dirname, join, relative, resolve } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { parseArgs } from 'node:util'
 import { describeTree, inside } from './lib/baseline.mjs'
-import { baseOf, CASES, caseInfo, FRAMEWORKS, MODES, withTwins } from './lib/cases.mjs'
+import { baseOf, CASES, caseInfo, FRAMEWORKS, MODES, picks, withTwins } from './lib/cases.mjs'
 import { renderCharts } from './lib/chart.mjs'
 import {
   canPin,
@@ -58,7 +58,8 @@ const HELP = `Usage: npm run bench -- [options]      (or: node bench/run.mjs [op
   --frameworks LIST       comma list of: ${Object.keys(FRAMEWORKS).join(', ')}      BENCH_FRAMEWORKS
   --modes LIST            comma list of: ${Object.keys(MODES).join(', ')}            BENCH_MODES
   --cases LIST            comma list of case ids or prefixes (bare is always kept),
-                          e.g. tollgate or erl-redis,frl                          BENCH_CASES
+                          e.g. tollgate or erl-redis,frl; an id keeps that case
+                          alone (minimal is not also minimal-redis)               BENCH_CASES
   --out NAME              results base name in bench/ (default RESULTS-latest, or RESULTS-quick
                           with --quick); writes NAME.md and NAME.json             BENCH_OUT
   --max-minutes M         hard time limit for the whole run (default 25 per run; quick 8)  BENCH_MAX_MINUTES
@@ -162,11 +163,11 @@ function config() {
 
 /** The cases of a framework, filtered; with a baseline, floor is always kept and each Tollgate case has its twin. */
 function casesOf(fw, filter, baseline) {
-  // An optional case runs only when named exactly (a prefix that names it, such as tollgate-memory, does not).
+  // An optional case runs only when named exactly (a prefix that names it, such as tollgate, does not).
   const all = FRAMEWORKS[fw].filter((c) => !CASES[c].optional || filter.includes(c))
   if (!filter.length) return baseline ? withTwins(all) : all
   const keep = baseline ? ['bare', 'floor'] : ['bare']
-  const picked = all.filter((c) => keep.includes(c) || filter.some((f) => c === f || c.startsWith(f)))
+  const picked = all.filter((c) => keep.includes(c) || picks(filter, c, Object.keys(CASES)))
   return baseline ? withTwins(picked) : picked
 }
 

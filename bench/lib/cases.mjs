@@ -24,6 +24,15 @@ export const CASES = {
   'krl-redis': { label: 'koa-ratelimit, Redis (sorted-set log)', redis: true },
 }
 
+/**
+ * Whether a `--cases` list keeps case `id` (of the cases `ids`): an entry that is itself a case's id
+ * keeps that case alone (`minimal` is not also `minimal-redis`, `tollgate-memory` not also its
+ * `-no-headers` twin); any other entry keeps every case it begins (`tollgate`, `frl`).
+ */
+export function picks(wanted, id, ids) {
+  return wanted.some((w) => w === id || (!ids.includes(w) && id.startsWith(w)))
+}
+
 // bare first; the order of the others only matters for the forward/reverse rotation. Every framework
 // runs the same reference cases and Tollgate's, then its own peers.
 const OURS = ['bare', 'floor', 'minimal', 'minimal-redis', 'tollgate-memory', 'tollgate-memory-no-headers', 'tollgate-redis']
