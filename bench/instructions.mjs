@@ -19,6 +19,9 @@
 // --symbols N adds, per mode, the N functions where Tollgate's own instructions differ most from each
 // other case's (and its N costliest): the count by function, without the HTTP bench's spread.
 //
+// --cases naming tollgate-memory-no-headers exactly adds Tollgate with `headers: false` on Express, like for like
+// with rate-limiter-flexible's middleware, which writes no quota fields (as in run.mjs and hook-cost.mjs).
+//
 // --clients N sets the pool of "many" mode (default 10,000, the HTTP bench's). Under callgrind a server
 // answers ~20 times fewer requests a second than in the HTTP bench, so with 10,000 clients each one
 // returns about once in ten 1-second windows instead of twice in one: every request opens a new cell
@@ -116,8 +119,13 @@ const CASES = {
   koa: ['bare', 'floor', 'minimal', 'tollgate-memory', 'krl-memory'],
 }
 const PEERS = { fastify: ['frl-memory'], express: ['erl-memory', 'rlf-memory'], koa: ['krl-memory'] }
+// Tollgate with `headers: false`, like for like with rate-limiter-flexible's middleware (which writes no quota
+// fields): counted only when --cases names it exactly, as in run.mjs.
+const NO_HEADERS = 'tollgate-memory-no-headers'
+const LIKE_FOR_LIKE = { 'rlf-memory': NO_HEADERS }
 if (values.cases) {
   const wanted = values.cases.split(',')
+  if (wanted.includes(NO_HEADERS)) CASES.express.splice(CASES.express.indexOf('tollgate-memory') + 1, 0, NO_HEADERS)
   const ids = Object.values(CASES).flat()
   for (const fw in CASES) CASES[fw] = CASES[fw].filter((c) => c === 'bare' || picks(wanted, c, ids))
 }
@@ -442,6 +450,7 @@ const LABELS = {
   floor: 'floor: the same headers and 429, no limiter logic',
   minimal: 'minimal: the floor plus a per-client count',
   'tollgate-memory': '**Tollgate, memory**',
+  [NO_HEADERS]: 'Tollgate, memory, `headers: false` (no quota fields)',
   'frl-memory': '@fastify/rate-limit, memory',
   'erl-memory': 'express-rate-limit, memory',
   'rlf-memory': 'rate-limiter-flexible, memory (writes no quota fields)',
@@ -485,6 +494,11 @@ for (const framework of values.frameworks.split(',')) {
       if (ours && p)
         notes.push(
           `Tollgate ÷ ${peer}: ${(p.ir / ours.ir).toFixed(3)} (Tollgate ${signed(ours.overBare)} over bare, the peer ${signed(p.overBare)})`,
+        )
+      const like = rows.find((r) => r.case === LIKE_FOR_LIKE[peer])
+      if (like && p)
+        notes.push(
+          `Tollgate with \`headers: false\` ÷ ${peer}: ${(p.ir / like.ir).toFixed(3)} (${signed(like.overBare)} over bare, the peer ${signed(p.overBare)})`,
         )
     }
     if (notes.length) lines.push('', notes.join('; '), '')
