@@ -60,6 +60,9 @@ const HELP = `Usage: npm run bench -- [options]      (or: node bench/run.mjs [op
   --cases LIST            comma list of case ids or prefixes (bare is always kept),
                           e.g. tollgate or erl-redis,frl; an id keeps that case
                           alone (minimal is not also minimal-redis)               BENCH_CASES
+  --listed-order          run a group's servers in the order --cases lists them (bare first), not
+                          the framework's: a case then takes another place in the forward/reverse
+                          cycles, to check what the place does to it           BENCH_LISTED_ORDER=1
   --out NAME              results base name in bench/ (default RESULTS-latest, or RESULTS-quick
                           with --quick); writes NAME.md and NAME.json             BENCH_OUT
   --max-minutes M         hard time limit for the whole run (default 25 per run; quick 8)  BENCH_MAX_MINUTES
@@ -89,6 +92,7 @@ function config() {
       frameworks: { type: 'string' },
       modes: { type: 'string' },
       cases: { type: 'string' },
+      'listed-order': { type: 'boolean' },
       out: { type: 'string' },
       'max-minutes': { type: 'string' },
       baseline: { type: 'string' },
@@ -145,6 +149,7 @@ function config() {
       .split(',')
       .map((s) => s.trim())
       .filter(Boolean),
+    listedOrder: values['listed-order'] ?? truthy(env.BENCH_LISTED_ORDER ?? ''),
     out: pick(values.out, 'BENCH_OUT', quick ? 'RESULTS-quick' : 'RESULTS-latest'),
     maxMinutes: 0,
   }
@@ -161,13 +166,21 @@ function config() {
   return cfg
 }
 
-/** The cases of a framework, filtered; with a baseline, floor is always kept and each Tollgate case has its twin. */
-function casesOf(fw, filter, baseline) {
+/**
+ * The cases of a framework, filtered; with a baseline, floor is always kept and each Tollgate case has its twin.
+ * With `listed`, in the order `filter` names them (bare first; the cases one prefix names keep the framework's
+ * order among themselves, and a case kept but not named goes after bare).
+ */
+function casesOf(fw, filter, baseline, listed = false) {
   // An optional case runs only when named exactly (a prefix that names it, such as tollgate, does not).
   const all = FRAMEWORKS[fw].filter((c) => !CASES[c].optional || filter.includes(c))
   if (!filter.length) return baseline ? withTwins(all) : all
   const keep = baseline ? ['bare', 'floor'] : ['bare']
   const picked = all.filter((c) => keep.includes(c) || picks(filter, c, Object.keys(CASES)))
+  if (listed) {
+    const place = (c) => (c === 'bare' ? -1 : filter.findIndex((w) => picks([w], c, Object.keys(CASES))))
+    picked.sort((a, b) => place(a) - place(b)) // stable: ties keep the framework's order
+  }
   return baseline ? withTwins(picked) : picked
 }
 
@@ -504,7 +517,7 @@ async function probeAll(servers, mode, group, when) {
 async function runGroup(fw, mode, ctx, run) {
   const { cfg } = ctx
   const m = MODES[mode]
-  const caseNames = casesOf(fw, cfg.casesFilter, cfg.baseline)
+  const caseNames = casesOf(fw, cfg.casesFilter, cfg.baseline, cfg.listedOrder)
   const group = { framework: fw, mode, modeLabel: m.label, max: m.max, windowMs: m.windowMs, cases: {} }
   log(`\n== ${fw} / ${m.label}${cfg.runs > 1 ? ` (run ${run + 1}/${cfg.runs})` : ''}: ${caseNames.join(', ')}`)
   await ctx.redisClient.flushall()
