@@ -97,6 +97,17 @@ export class Counting<Req> {
     return this.countIn(c.store, 'store', clientKey, limit, cost, now)
   }
 
+  /** True while the circuit of `clientKey`'s store node is open (lockout.ts reads no block there). */
+  storeDown(clientKey: string, now: number): boolean {
+    return this.remote && this.resilience.degraded && this.resilience.isOpen(this.parts.storeKey(clientKey), now)
+  }
+
+  /** A store call made for `clientKey` outside the count failed (lockout.ts): a remote store's opens its node's circuit. */
+  storeFailed(error: unknown, clientKey: string, now: number): void {
+    if (this.remote) this.resilience.failed(error, this.parts.storeKey(clientKey), now)
+    else this.emit('storeError', error)
+  }
+
   /** The decision for a client on the deny list: refused with no wait to suggest, counted nowhere, no `limited` event. */
   deny(clientKey: string, max: number): Decision {
     const now = this.config.clock()

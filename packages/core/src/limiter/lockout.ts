@@ -7,6 +7,10 @@ import type { Telemetry } from './telemetry'
 interface Counter {
   countAt(clientKey: string, limit: LimitSpec, cost: number, now: number): MaybePromise<Decision>
   finish(decision: Decision): Decision
+  /** True while the circuit of the client's store node is open (resilience.ts): the store is not asked. */
+  storeDown(clientKey: string, now: number): boolean
+  /** A store call of the lockout failed: reported, and it opens the node's circuit as a count's failure does. */
+  storeFailed(error: unknown, clientKey: string, now: number): void
 }
 
 /** Blocks kept in this process before the expired ones are dropped. */
@@ -18,6 +22,11 @@ const MAX_LOCAL_BLOCKS = 16384
  * with a TTL to match (so every process sharing the store honours it), and is also kept in this
  * process: a client this process has seen blocked is refused with no store call, like the over-limit
  * cache. A client not known to be blocked costs one read of the block key before it is counted.
+ *
+ * While the circuit of the client's store node is open, the block key is not read: the read would
+ * only wait out the store's deadline on every request, and the count that follows goes to the failure
+ * policy at once anyway. Blocks known in this process still hold. A failed read opens the circuit as a
+ * failed count does, so the count after it does not wait out a second deadline.
  */
 export class Lockout {
   private readonly local = new Map<string, number>()
@@ -40,9 +49,10 @@ export class Lockout {
     const key = this.blockKey(clientKey)
     let until: MaybePromise<number> = 0
     try {
-      if (store.blockedUntil !== undefined) until = this.telemetry.timed('blocked_until', key, () => store.blockedUntil!(key, now))
+      if (store.blockedUntil !== undefined && !this.counter.storeDown(clientKey, now))
+        until = this.telemetry.timed('blocked_until', key, () => store.blockedUntil!(key, now))
     } catch (error) {
-      this.emit('storeError', error)
+      this.counter.storeFailed(error, clientKey, now)
     }
     const then = (u: number): MaybePromise<Decision> => {
       if (u > now) {
@@ -55,7 +65,7 @@ export class Lockout {
     // A store that cannot say (it failed) does not block: the count still limits the client.
     return isThenable(until)
       ? until.then(then, (error) => {
-          this.emit('storeError', error)
+          this.counter.storeFailed(error, clientKey, now)
           return then(0)
         })
       : then(until)
