@@ -1,7 +1,6 @@
 import { randomUUID } from 'node:crypto'
 import { type Decision, Limiter, RedisStore } from '@tollgate/core'
-import { Redis } from 'ioredis'
-import { type RedisServer, startRedisServer } from '../harness/redis-server'
+import { ownRedis } from './support'
 
 // blockDuration on Redis reads the client's block key before it counts. While Redis stalls, that read
 // used to be sent on every request, past the open circuit: each decision waited out the store's
@@ -10,22 +9,7 @@ import { type RedisServer, startRedisServer } from '../harness/redis-server'
 const DEADLINE_MS = 200
 const REQUESTS = 20
 
-let redis: RedisServer
-let client: Redis
-const logs: string[] = []
-const logger = { warn: (m: string) => void logs.push(m), error: (m: string) => void logs.push(m) }
-
-beforeAll(async () => {
-  redis = await startRedisServer()
-  client = new Redis(redis.url, { disconnectTimeout: 0 })
-  client.on('error', () => {}) // a frozen server must not crash the test
-  await client.ping()
-})
-afterAll(async () => {
-  redis.thaw()
-  client.disconnect()
-  await redis.stop()
-})
+const redis = ownRedis()
 
 /** Each decision, with the limiter's own time for it, measured in this process. */
 async function timed(limiter: Limiter, key: string): Promise<{ ms: number; decision: Decision }> {
@@ -39,9 +23,9 @@ it('with Redis stalled, a lockout limiter waits out the deadline once, not on ev
     max: 3,
     window: '1 minute',
     blockDuration: '10 minutes',
-    store: new RedisStore({ client, timeout: DEADLINE_MS }),
+    store: new RedisStore({ client: redis.client, timeout: DEADLINE_MS }),
     prefix: `lockout-outage-${randomUUID()}:`,
-    logger,
+    logger: redis.logger,
   })
   const errors: unknown[] = []
   limiter.on('storeError', (e) => errors.push(e))
@@ -50,7 +34,7 @@ it('with Redis stalled, a lockout limiter waits out the deadline once, not on ev
   for (let i = 0; i < 3; i++) await limiter.consume('mallory')
   expect(await limiter.consume('mallory')).toMatchObject({ allowed: false })
 
-  redis.freeze()
+  redis.server.freeze()
   try {
     const first = await timed(limiter, 'alice')
     const rest: Array<{ ms: number; decision: Decision }> = []
@@ -86,8 +70,8 @@ it('with Redis stalled, a lockout limiter waits out the deadline once, not on ev
     // The stall is reported (the block writes of alice and bob may still be waiting on it), and the
     // node logged down once, not once per request.
     expect(errors.length).toBeGreaterThanOrEqual(1)
-    expect(logs.filter((m) => m.includes('the store failed'))).toHaveLength(1)
+    expect(redis.logs.filter((m) => m.includes('the store failed'))).toHaveLength(1)
   } finally {
-    redis.thaw()
+    redis.server.thaw()
   }
 }, 20_000)

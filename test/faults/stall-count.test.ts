@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto'
 import { type Decision, Limiter, RedisStore } from '@tollgate/core'
-import { Redis } from 'ioredis'
-import { type RedisServer, sleep, startRedisServer } from '../harness/redis-server'
+import { sleep } from '../harness/redis-server'
+import { ownRedis } from './support'
 
 // Issue 12, acceptance 1 (first part): one process, one limiter, a Redis stall longer than the store
 // deadline. Every client already has 8 of its 10 when Redis stops answering for 120 ms; across the
@@ -22,22 +22,8 @@ const MAX_REQUESTS_PER_CLIENT = 400
 const MAX_LOOP_MS = 10_000
 const WINDOW_MS = 60_000
 
-let redis: RedisServer
-let client: Redis
-const logs: string[] = []
-const logger = { warn: (m: string) => void logs.push(m), error: (m: string) => void logs.push(m) }
-
-beforeAll(async () => {
-  redis = await startRedisServer()
-  // The client keeps its request defaults (offline queue on, retries), as in redis-outage.test.ts.
-  client = new Redis(redis.url, { disconnectTimeout: 0 })
-  client.on('error', () => {}) // nothing is expected, but a stalled server must not crash the test
-  await client.ping()
-})
-afterAll(async () => {
-  client.disconnect()
-  await redis.stop()
-})
+// The client keeps its request defaults (offline queue on, retries), as in redis-outage.test.ts.
+const redis = ownRedis()
 
 /**
  * The limiter's clock: real elapsed time, starting 1 s into a fixed window, so the 1-minute window
@@ -63,9 +49,9 @@ it(`after a ${STALL_MS} ms Redis stall, no client is admitted more than its max 
     window: WINDOW_MS,
     prefix: `stall-${randomUUID()}:`,
     // Defaults under test: a 50 ms deadline and onStoreError "fallback".
-    store: new RedisStore({ client }),
+    store: new RedisStore({ client: redis.client }),
     clock: clockInOneWindow(),
-    logger,
+    logger: redis.logger,
   })
   const events = { fallback: 0, recover: 0 }
   limiter.on('fallback', () => events.fallback++)
@@ -89,7 +75,7 @@ it(`after a ${STALL_MS} ms Redis stall, no client is admitted more than its max 
   expect(before).toBe(CLIENTS * BEFORE_STALL)
 
   // The stall, with every client still sending; then Redis again.
-  redis.freeze()
+  redis.server.freeze()
   phase = 'stall'
   let stopAt = Number.POSITIVE_INFINITY
   const loopsEnd = performance.now() + MAX_LOOP_MS
@@ -102,7 +88,7 @@ it(`after a ${STALL_MS} ms Redis stall, no client is admitted more than its max 
   try {
     await sleep(STALL_MS)
   } finally {
-    redis.thaw()
+    redis.server.thaw()
   }
   phase = 'after'
   stopAt = performance.now() + AFTER_STALL_MS
