@@ -67,7 +67,7 @@ export class Counting<Req> {
       this.fast && this.remote && !this.refunds && config.onStoreError === 'fallback'
         ? new MirrorCells(this.parts, resilience.fallback, config.windowMs)
         : undefined
-    this.lockout = new Lockout(config as Config<unknown>, this, this.parts, telemetry, emit)
+    this.lockout = new Lockout(config as Config<unknown>, this, this.parts, resilience, telemetry, emit)
   }
 
   /** `windowMs` is the request's own window, from a `window` function. */
@@ -95,17 +95,6 @@ export class Counting<Req> {
         return this.failed(undefined, clientKey, limit, cost, now)
     }
     return this.countIn(c.store, 'store', clientKey, limit, cost, now)
-  }
-
-  /** True while the circuit of `clientKey`'s store node is open (lockout.ts reads no block there). */
-  storeDown(clientKey: string, now: number): boolean {
-    return this.remote && this.resilience.degraded && this.resilience.isOpen(this.parts.storeKey(clientKey), now)
-  }
-
-  /** A store call made for `clientKey` outside the count failed (lockout.ts): a remote store's opens its node's circuit. */
-  storeFailed(error: unknown, clientKey: string, now: number): void {
-    if (this.remote) this.resilience.failed(error, this.parts.storeKey(clientKey), now)
-    else this.emit('storeError', error)
   }
 
   /** The decision for a client on the deny list: refused with no wait to suggest, counted nowhere, no `limited` event. */

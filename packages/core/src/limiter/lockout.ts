@@ -1,16 +1,13 @@
 import type { Config } from '../options/parse-options'
 import { type Decision, isThenable, type LimitSpec, type MaybePromise } from '../types'
 import type { CallParts } from './call-parts'
+import type { Resilience } from './resilience'
 import type { Telemetry } from './telemetry'
 
 /** What the lockout needs of the counting path. */
 interface Counter {
   countAt(clientKey: string, limit: LimitSpec, cost: number, now: number): MaybePromise<Decision>
   finish(decision: Decision): Decision
-  /** True while the circuit of the client's store node is open (resilience.ts): the store is not asked. */
-  storeDown(clientKey: string, now: number): boolean
-  /** A store call of the lockout failed: reported, and it opens the node's circuit as a count's failure does. */
-  storeFailed(error: unknown, clientKey: string, now: number): void
 }
 
 /** Blocks kept in this process before the expired ones are dropped. */
@@ -35,6 +32,7 @@ export class Lockout {
     private readonly config: Config<unknown>,
     private readonly counter: Counter,
     private readonly parts: CallParts,
+    private readonly resilience: Resilience,
     private readonly telemetry: Telemetry,
     private readonly emit: (event: string, value?: unknown) => void,
   ) {}
@@ -46,13 +44,14 @@ export class Lockout {
       this.local.delete(clientKey)
     }
     const store = this.config.store
-    const key = this.blockKey(clientKey)
+    const storeKey = this.parts.storeKey(clientKey)
+    const key = `${storeKey}:block`
     let until: MaybePromise<number> = 0
     try {
-      if (store.blockedUntil !== undefined && !this.counter.storeDown(clientKey, now))
+      if (store.blockedUntil !== undefined && !this.resilience.isOpen(storeKey, now))
         until = this.telemetry.timed('blocked_until', key, () => store.blockedUntil!(key, now))
     } catch (error) {
-      this.counter.storeFailed(error, clientKey, now)
+      this.readFailed(error, storeKey, now)
     }
     const then = (u: number): MaybePromise<Decision> => {
       if (u > now) {
@@ -65,10 +64,16 @@ export class Lockout {
     // A store that cannot say (it failed) does not block: the count still limits the client.
     return isThenable(until)
       ? until.then(then, (error) => {
-          this.counter.storeFailed(error, clientKey, now)
+          this.readFailed(error, storeKey, now)
           return then(0)
         })
       : then(until)
+  }
+
+  /** The block read failed: reported, and on a remote store it opens the node's circuit as a failed count does. */
+  private readFailed(error: unknown, storeKey: string, now: number): void {
+    if (this.config.store.local) this.emit('storeError', error)
+    else this.resilience.failed(error, storeKey, now)
   }
 
   /** A refusal starts a block: kept here and written to the store; the decision shows its end. */
