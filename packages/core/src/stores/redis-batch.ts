@@ -17,15 +17,27 @@ import { prepareRetry, redirectOf } from './redis-redirects'
  */
 export const MAX_BATCH_KEYS = 64
 
+/** A request merged into a queued INCRBY after its first one: its place in the count, and its promise. */
+interface Merged {
+  /** The costs queued after the first request and up to this one, its own included. */
+  readonly offset: number
+  readonly resolve: (count: number) => void
+  readonly reject: (error: unknown) => void
+}
+
 /**
  * Increments of one window key waiting for the next flush, merged. The first request's promise is
- * the entry's own; a request merged later derives its count from the first one's, so the common
- * case (one request per key per turn) allocates a single promise.
+ * the entry's own, so the common case (one request per key per turn) allocates a single promise.
+ * Every request of the entry is settled in the same synchronous step, in the order they came: a
+ * merged request derived from the first one's promise (`first.then`) would settle a microtask late,
+ * after the next transaction's requests when both replies arrive in one read, and a limiter that
+ * mirrors the counts (resilience.ts) would then see the key's counts out of order.
  */
 class PendingKey {
   total: number
-  resolve!: (count: number) => void
-  reject!: (error: unknown) => void
+  private resolveFirst!: (count: number) => void
+  private rejectFirst!: (error: unknown) => void
+  private merged: Merged[] | undefined
   readonly first: Promise<number>
   constructor(
     /** The caller's key, without the window: the batch's map holds entries by it (see increment). */
@@ -37,8 +49,8 @@ class PendingKey {
   ) {
     this.total = firstCost
     this.first = new Promise<number>((resolve, reject) => {
-      this.resolve = resolve
-      this.reject = reject
+      this.resolveFirst = resolve
+      this.rejectFirst = reject
     })
   }
 
@@ -47,9 +59,26 @@ class PendingKey {
     return `${this.stem}:${this.index}`
   }
 
+  /** Adds a request of `cost` to the queued INCRBY: its count is the first request's plus the costs queued after the first, its own included. */
+  merge(cost: number): Promise<number> {
+    const offset = this.total - this.firstCost + cost
+    this.total += cost
+    return new Promise<number>((resolve, reject) => {
+      this.merged ??= []
+      this.merged.push({ offset, resolve, reject })
+    })
+  }
+
   /** The merged INCRBY returned `count`, the total after every merged request: the first request's count is the part up to its own cost. */
   settle(count: number): void {
-    this.resolve(count - this.total + this.firstCost)
+    const first = count - this.total + this.firstCost
+    this.resolveFirst(first)
+    if (this.merged !== undefined) for (const m of this.merged) m.resolve(first + m.offset)
+  }
+
+  reject(error: unknown): void {
+    this.rejectFirst(error)
+    if (this.merged !== undefined) for (const m of this.merged) m.reject(error)
   }
 }
 
@@ -96,11 +125,8 @@ export class FixedWindowBatcher {
     const entry = this.pending.get(key)
     if (entry !== undefined) {
       if (entry.index === index && entry.windowMs === windowMs) {
-        // Merged into a queued INCRBY. This request's count is the first request's count, plus the
-        // costs queued after the first one and ahead of this one, plus its own.
-        const offset = entry.total - entry.firstCost + cost
-        entry.total += cost
-        return entry.first.then((firstCount) => firstCount + offset)
+        // Merged into a queued INCRBY: settled with the first request, at its own place in the count.
+        return entry.merge(cost)
       }
       // The window turned within one turn (or the key counts windows of another length): what is
       // queued goes now, in its own window's key, and this request starts the next batch.
