@@ -1,4 +1,4 @@
-import { followRedirects, prepareRetry, redirectOf, TRYAGAIN_PAUSE_MS } from '../../packages/core/src/stores/redis-redirects'
+import { askTarget, followRedirects, prepareRetry, redirectOf, TRYAGAIN_PAUSE_MS } from '../../packages/core/src/stores/redis-redirects'
 
 // The classification and the one retry of redis-redirects.ts, without a server: which failures mean
 // "the command did not run, the slot map is stale", and that a retry never goes out past the deadline.
@@ -39,6 +39,35 @@ describe('redirectOf', () => {
     ['not an error', 'MOVED 1 127.0.0.1:7001'],
   ])('%s is not retried', (_name, error) => {
     expect(redirectOf(error)).toBeUndefined()
+  })
+})
+
+describe('askTarget', () => {
+  it.each([
+    ['an ASK', replyError('ASK 3999 127.0.0.1:6381'), '127.0.0.1:6381'],
+    [
+      'ioredis giving up on an ASK',
+      new Error('Too many Cluster redirections. Last error: ReplyError: ASK 12 10.0.0.2:7000'),
+      '10.0.0.2:7000',
+    ],
+    [
+      'EXECABORT caused by ASKs to one node',
+      execAbort(replyError('ASK 1 127.0.0.1:7001'), replyError('ASK 1 127.0.0.1:7001')),
+      '127.0.0.1:7001',
+    ],
+  ])('names the node of %s', (_name, error, expected) => {
+    expect(askTarget(error)).toBe(expected)
+  })
+
+  it.each([
+    ['a MOVED', replyError('MOVED 3999 127.0.0.1:6381')],
+    ['EXECABORT caused by an ASK and a MOVED', execAbort(replyError('ASK 1 127.0.0.1:7001'), replyError('MOVED 1 127.0.0.1:7001'))],
+    ['EXECABORT caused by ASKs to two nodes', execAbort(replyError('ASK 1 127.0.0.1:7001'), replyError('ASK 1 127.0.0.1:7002'))],
+    ['EXECABORT caused by an ASK and a TRYAGAIN', execAbort(replyError('ASK 1 127.0.0.1:7001'), replyError('TRYAGAIN x'))],
+    ['EXECABORT without its causes', new Error('EXECABORT Transaction discarded because of previous errors.')],
+    ['not an error', 'ASK 1 127.0.0.1:7001'],
+  ])('names no node for %s', (_name, error) => {
+    expect(askTarget(error)).toBeUndefined()
   })
 })
 

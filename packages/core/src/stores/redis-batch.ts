@@ -8,7 +8,7 @@ import {
 import { TollgateError } from '../errors'
 import { windowIndex } from '../keys'
 import { type ColdStart, type Expiry, expire, type FailureCauses, storeError, timeoutError } from './redis-deadline'
-import { prepareRetry, redirectOf } from './redis-redirects'
+import { askingTransaction, askTarget, MIN_LEFT_MS, prepareRetry, redirectOf } from './redis-redirects'
 
 /**
  * Keys in one transaction at most. A full batch goes out at once instead of waiting for the end of
@@ -175,13 +175,16 @@ export class FixedWindowBatcher {
     )
   }
 
-  /** Sends `state`'s MULTI/EXEC (again, for a retry); false if the client threw before sending. */
-  private transact(state: InFlight): boolean {
+  /**
+   * Sends `state`'s MULTI/EXEC (again, for a retry: `asking`, the transaction ASKING first on the node
+   * an ASK named); false if the client threw before sending.
+   */
+  private transact(state: InFlight, asking?: RedisTransactionLike): boolean {
     const { entries } = state
     let tx: RedisTransactionLike
     let reply: Promise<Array<[Error | null, unknown]> | null>
     try {
-      tx = this.multi()
+      tx = asking ?? this.multi()
       // A transaction of Tollgate's own takes the key's parts, so no window key is built (or flattened) per key.
       if (tx.window !== undefined) for (const entry of entries) tx.window(entry.stem, entry.index, entry.total, entry.ttlMs)
       else for (const entry of entries) addFixedWindow(tx, entry.key, entry.total, entry.ttlMs)
@@ -208,11 +211,20 @@ export class FixedWindowBatcher {
       },
       (error) => {
         if (state.settled) return
-        // Cluster: a transaction refused by a redirect did not run (EXECABORT): refresh the slot map
-        // and send it once more, within the same deadline (redis-redirects.ts).
+        // Cluster: a transaction refused by a redirect did not run (EXECABORT): send it once more,
+        // within the same deadline (redis-redirects.ts). After an ASK (its slot mid-migration, its key
+        // already on the target), with ASKING on the node the ASK names: a fresh slot map would still
+        // send it to the source, which answers ASK again for as long as the migration lasts.
         const redirect = this.perKey && !state.retried ? redirectOf(error) : undefined
         if (redirect === undefined) return this.finish(state, storeError(error))
         state.retried = true
+        const target = askTarget(error)
+        const onTarget = target === undefined ? undefined : askingTransaction((tx as { redis?: unknown }).redis, target)
+        if (onTarget !== undefined) {
+          if (state.deadlineAt - Date.now() < MIN_LEFT_MS) return this.finish(state, storeError(error))
+          this.transact(state, onTarget)
+          return
+        }
         void prepareRetry(redirect, (tx as { redis?: unknown }).redis, state.deadlineAt).then((go) => {
           if (state.settled) return
           if (go) this.transact(state)

@@ -93,13 +93,17 @@ function pairs(replies: unknown): Array<[Error | null, unknown]> {
   return list.map((reply): [Error | null, unknown] => (reply instanceof Error ? [reply, null] : [null, reply]))
 }
 
-/** The ioredis transaction shape over a node-redis MULTI, created at exec() (a Cluster routes it by its first key). */
+/**
+ * The ioredis transaction shape over a node-redis MULTI, created at exec() (a Cluster routes it by its
+ * first key; `asking`, sent to that Cluster node with ASKING first, after an ASK).
+ */
 class Transaction implements RedisTransactionLike {
   private readonly commands: Array<[key: string, cost: string, ttlMs: string]> = []
   constructor(
     private readonly client: AnyNodeRedis,
     /** What the batcher refreshes the slot map through after a redirect (redis-redirects.ts). */
     readonly redis: NodeRedisAdapter,
+    private readonly asking?: NodeRedisNodeLike,
   ) {}
 
   incrby(key: string, increment: string): RedisTransactionLike {
@@ -114,7 +118,21 @@ class Transaction implements RedisTransactionLike {
   }
 
   exec(): Promise<Array<[Error | null, unknown]> | null> {
-    const tx = this.client.multi()
+    const node = this.asking
+    if (node === undefined) return this.execOn(this.client)
+    return Promise.resolve()
+      .then(() => (this.client as NodeRedisClusterLike).nodeClient(node as never))
+      .then((client) => {
+        // Queued back to back on the node's connection, with nothing between them: ASKING, then the
+        // MULTI, whose queued commands and EXEC Redis serves under ASKING's flag (redis-redirects.ts).
+        // ASKING's own reply needs no look: without the flag, the transaction is refused and fails.
+        client.sendCommand(['ASKING']).catch(() => {})
+        return this.execOn(client)
+      })
+  }
+
+  private execOn(client: AnyNodeRedis): Promise<Array<[Error | null, unknown]> | null> {
+    const tx = client.multi()
     for (const [key, cost, ttlMs] of this.commands) tx.incrBy(key, Number(cost)).pExpire(key, Number(ttlMs))
     return tx.exec().then(pairs, (error: unknown) => {
       const replies = (error as { replies?: unknown } | null)?.replies
@@ -156,6 +174,13 @@ export class NodeRedisAdapter implements WatchedClient {
 
   multi(): RedisTransactionLike {
     return new Transaction(this.client, this)
+  }
+
+  /** A transaction for the Cluster master at `address` ("host:port", as an ASK names it), ASKING first (redis-redirects.ts). */
+  askingTransaction(address: string): RedisTransactionLike | undefined {
+    if (!this.isCluster) return undefined
+    const master = (this.client as NodeRedisClusterLike).masters.find((m) => `${m.host}:${m.port}` === address)
+    return master === undefined ? undefined : new Transaction(this.client, this, master)
   }
 
   del(...keys: string[]): Promise<number> {
