@@ -134,7 +134,7 @@ class Transaction implements RedisTransactionLike {
  */
 export class NodeRedisAdapter implements WatchedClient {
   readonly isCluster: boolean
-  /** When resetConnection last closed each node's connection ('' on a standalone Redis). */
+  /** Per node ('' on a standalone Redis), the connection resetConnection last closed: −1 − its socket epoch, or the time. */
   private readonly resets = new Map<string, number>()
 
   constructor(private readonly client: AnyNodeRedis) {
@@ -194,16 +194,24 @@ export class NodeRedisAdapter implements WatchedClient {
    * Resets the connection serving `key`, whose replies are out of step with its commands
    * (redis-replies.ts): QUIT makes the server close it, and node-redis reconnects. QUIT is answered
    * before any ACL check on Redis 7.0, and allowed to every user on later Redis and Valkey (it needs no
-   * permission the store's user lacks). Once per connection: not while a standalone client is not ready,
-   * and not again within RESET_PAUSE_MS, since a QUIT sent while the client reconnects would close the
-   * fresh connection.
+   * permission the store's user lacks). Once per connection, since a QUIT sent while the client
+   * reconnects would close the fresh one: a standalone client's connection is told by its socket epoch
+   * (node-redis v5; not while it is not ready), any other by time, one QUIT per RESET_PAUSE_MS.
    */
   resetConnection(key: string): void {
-    if (!this.isCluster && !(this.client as NodeRedisClientLike).isReady) return
     const node = this.nodeOf(key)
-    const now = Date.now()
-    if (now - (this.resets.get(node) ?? Number.NEGATIVE_INFINITY) < RESET_PAUSE_MS) return
-    this.resets.set(node, now)
+    const client = this.client as NodeRedisClientLike & { readonly socketEpoch?: unknown }
+    const epoch = this.isCluster ? undefined : client.socketEpoch
+    if (!this.isCluster && !client.isReady) return
+    const last = this.resets.get(node)
+    if (typeof epoch === 'number') {
+      if (last === -epoch - 1) return
+      this.resets.set(node, -epoch - 1)
+    } else {
+      const now = Date.now()
+      if (last !== undefined && last >= 0 && now - last < RESET_PAUSE_MS) return
+      this.resets.set(node, now)
+    }
     this.send(key, ['QUIT']).catch(() => {})
   }
 
