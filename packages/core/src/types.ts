@@ -111,7 +111,11 @@ export interface StoreCall {
   readonly cost: number
   /** Epoch ms from the limiter's clock. */
   readonly now: number
-  /** Unique per call: names the sliding-log entries this call adds, so a refund removes exactly them. */
+  /**
+   * Unique per call: names the sliding-log entries this call adds, so a refund removes exactly them, and
+   * the Redis store's record of the call, so an admit or a refund sent twice counts once. Its scripts'
+   * replies carry it back, so a reply of another call is never taken for this one's.
+   */
   readonly id: string
 }
 

@@ -1,7 +1,7 @@
 import { stem, windowIndex } from '../keys'
 import type { LimitSpec, StoreCall } from '../types'
 import type { Algorithm } from './algorithm'
-import { LUA_HEAD, type MemoryTwin, TTL_MARGIN_MS, type Verdict } from './protocol'
+import { LUA_HEAD, LUA_RECORD, LUA_REPLY, type MemoryTwin, TTL_MARGIN_MS, type Verdict } from './protocol'
 import { counterRefundScript, counterUnavailable, counterWrites, countIn, type Windows, windowTwin } from './windows'
 
 /*
@@ -58,15 +58,24 @@ export function fixedWindowTtl(windowMs: number, now: number): number {
   return (windowIndex(now, windowMs) + 1) * windowMs - now + TTL_MARGIN_MS
 }
 
-/** Several limits: GET each count; if all fit, create each key with its TTL, then INCRBY each (counterWrites). */
+/**
+ * Several limits: GET each count; if all fit, the count after is the count read plus the cost (the
+ * script is atomic), recorded with the reply (LUA_RECORD); then create each key with its TTL and INCRBY
+ * each (counterWrites).
+ */
 const FIXED_WINDOW_SCRIPT = `${LUA_HEAD}
-for i = 1, #KEYS do
+for i = 1, n do
   local c = tonumber(redis.call('GET', KEYS[i]) or '0')
   out[2 * i] = c
   out[2 * i + 1] = c
   if c + cost > tonumber(ARGV[3 * i + 1]) then ok = 0 end
 end
-${counterWrites(1, 1, true)}`
+if ok == 1 then
+  for i = 1, n do out[2 * i + 1] = out[2 * i] + cost end
+end
+${LUA_RECORD}
+${counterWrites(1, 1)}
+${LUA_REPLY}`
 
 function memory(windows: Windows): MemoryTwin {
   return windowTwin(windows, {

@@ -1,7 +1,7 @@
 import { stem } from '../keys'
 import type { LimitSpec, StoreCall } from '../types'
 import type { Algorithm } from './algorithm'
-import { LUA_HEAD, LUA_REPLY, type MemoryTwin, oneKeyPerLimit, TTL_MARGIN_MS, type Verdict } from './protocol'
+import { LUA_HEAD, LUA_RECORD, LUA_REFUND_HEAD, LUA_REPLY, type MemoryTwin, oneKeyPerLimit, TTL_MARGIN_MS, type Verdict } from './protocol'
 import type { Windows } from './windows'
 
 /*
@@ -48,7 +48,7 @@ function tatMs(tat: Tat, max: number): number {
  */
 const GCRA_SCRIPT = `${LUA_HEAD}
 local tats = {}
-for i = 1, #KEYS do
+for i = 1, n do
   local max = tonumber(ARGV[3 * i + 1])
   local w = tonumber(ARGV[3 * i + 2])
   local burst = tonumber(ARGV[3 * i + 3])
@@ -76,8 +76,9 @@ for i = 1, #KEYS do
   out[2 * i + 1] = string.format('%.17g', after)
   tats[i] = {ms, rem}
 end
+${LUA_RECORD}
 if ok == 1 then
-  for i = 1, #KEYS do
+  for i = 1, n do
     local ms, rem = tats[i][1], tats[i][2]
     local ttl = ms - now + ${TTL_MARGIN_MS}
     if rem > 0 then ttl = ttl + 1 end
@@ -85,11 +86,9 @@ if ok == 1 then
   end
 end${LUA_REPLY}`
 
-/** Back by cost × T, exactly, in the "<ms>:<rem>" form; the key goes when the bucket is full again. KEEPTTL keeps its TTL. */
-const GCRA_REFUND_SCRIPT = `
-local cost = tonumber(ARGV[1])
-local now = tonumber(ARGV[2])
-for i = 1, #KEYS do
+/** Back by cost × T, exactly, in the "<ms>:<rem>" form, once per call; the key goes when the bucket is full again. KEEPTTL keeps its TTL. */
+const GCRA_REFUND_SCRIPT = `${LUA_REFUND_HEAD}
+for i = 1, n do
   local max = tonumber(ARGV[3 * i + 1])
   local stored = redis.call('GET', KEYS[i])
   if stored and max > 0 then
@@ -108,7 +107,7 @@ for i = 1, #KEYS do
     end
   end
 end
-return 1`
+return ARGV[3]`
 
 function memory(windows: Windows): MemoryTwin {
   const tats = new Map<string, Tat>()

@@ -24,4 +24,4 @@ export function keysOf(algorithm: Algorithm, call: StoreCall): string[] {
 
 export type { Algorithm } from './algorithm'
 export type { MemoryTwin, Verdict } from './protocol'
-export { argsOf, TTL_MARGIN_MS } from './protocol'
+export { argsOf, CALL_RECORD_TTL_MS, callRecordKey, TTL_MARGIN_MS } from './protocol'

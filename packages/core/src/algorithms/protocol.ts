@@ -9,13 +9,21 @@ import type { StoreCall } from '../types'
  * one line in index.ts.
  *
  * The store protocol (types.ts, StoreCall/StoreResult) is shared by every algorithm:
- *   KEYS  = the keys of each limit, in limit order, as `keys` appends them
+ *   KEYS  = the keys of each limit, in limit order, as `keys` appends them, then the call's record
+ *           (callRecordKey), last
  *   ARGV  = cost, now (epoch ms from the limiter's clock), call id, then max, windowMs, burst per limit
- *   Reply = { allowed (1/0), then two numbers per limit }, whose meaning each algorithm documents
+ *   Reply = { call id, allowed (1/0), then two numbers per limit }, whose meaning each algorithm
+ *           documents; a refund replies with the call id alone
  * Each admit script first checks every limit, then updates all of them or none: a request refused by
  * one limit uses up no other. A script runs atomically in Redis: one round trip and no race. Every key
  * a script writes gets a TTL in the same script. A refund script takes the same KEYS and ARGV as the
- * admit it undoes.
+ * admit it undoes, its own record key aside.
+ *
+ * A script may run twice for one call: a client that loses its connection after Redis ran a command
+ * but before the reply came back sends it again once reconnected (ioredis's
+ * autoResendUnfulfilledCommands). So each script records its call (LUA_RECORD) and, run again with the
+ * same id, counts nothing and returns the first run's reply. The reply carries the call id so the store
+ * can tell a reply of another call (a reply stream out of step) from its own.
  */
 
 /** One limit's verdict, before it becomes a Decision (decision.ts). */
@@ -62,17 +70,62 @@ export function argsOf(call: StoreCall): Array<string | number> {
   return args
 }
 
-/** The last lines of every admit script: the reply. */
-export const LUA_REPLY = `
-out[1] = ok
-return out`
+/**
+ * How long a script's record of its call lives. A resent command arrives once the client has
+ * reconnected, normally within a few of its retry delays (ioredis waits at most 2 s between attempts by
+ * default); a resend later than this counts again, as it did before calls were recorded. Longer would
+ * cover longer outages, at the price of one small key per call held that much longer on a busy server.
+ */
+export const CALL_RECORD_TTL_MS = 10_000
 
-/** The first lines of every admit script. */
+/**
+ * The key recording that `op` ran for `call`, the last of the script's KEYS: under the call's store key,
+ * so it has the prefix (a `~tg:*` ACL user may write it) and the client's hash tag (one Cluster slot with
+ * the call's other keys). A call id holds a ":", which no limit key's last part does.
+ */
+export function callRecordKey(call: StoreCall, op: 'admit' | 'refund'): string {
+  return `${call.storeKey}:${op}:${call.id}`
+}
+
+/** The first lines of every admit script; `n` is the number of limit keys (the record is KEYS[n + 1]). */
 export const LUA_HEAD = `
 local cost = tonumber(ARGV[1])
 local now = tonumber(ARGV[2])
+local n = #KEYS - 1
 local out = {0}
 local ok = 1
+`
+
+/**
+ * Between an admit script's reads and its writes, once `out` holds the whole reply: records it under
+ * the call's key (SET ... NX, with its TTL in the same command) and, if a run with this call id recorded
+ * one already, returns that run's reply instead of counting again. One command per call; a second GET
+ * only when run again. A read (cost 0) counts nothing and records nothing. The record is the first write,
+ * so a Redis out of memory refuses it before anything is counted.
+ */
+export const LUA_RECORD = `
+out[1] = ok
+if cost > 0 and not redis.call('SET', KEYS[n + 1], table.concat(out, ' '), 'PX', ${CALL_RECORD_TTL_MS}, 'NX') then
+  local first = {ARGV[3]}
+  for v in string.gmatch(redis.call('GET', KEYS[n + 1]), '%S+') do first[#first + 1] = v end
+  first[2] = tonumber(first[2])
+  return first
+end`
+
+/** The last lines of every admit script: the reply, the call id first. */
+export const LUA_REPLY = `
+table.insert(out, 1, ARGV[3])
+return out`
+
+/**
+ * The first lines of a refund script: a refund already run for this call id (its record exists) returns
+ * at once, so a refund sent again does not refund twice.
+ */
+export const LUA_REFUND_HEAD = `
+local cost = tonumber(ARGV[1])
+local now = tonumber(ARGV[2])
+local n = #KEYS - 1
+if not redis.call('SET', KEYS[n + 1], '1', 'PX', ${CALL_RECORD_TTL_MS}, 'NX') then return ARGV[3] end
 `
 
 /** `keys` of an algorithm with one key per limit, `<stem>:<suffix>`, whatever the window. */

@@ -1,7 +1,7 @@
 import { stem } from '../keys'
 import type { LimitSpec, StoreCall } from '../types'
 import type { Algorithm } from './algorithm'
-import { LUA_HEAD, LUA_REPLY, type MemoryTwin, oneKeyPerLimit, TTL_MARGIN_MS, type Verdict } from './protocol'
+import { LUA_HEAD, LUA_RECORD, LUA_REPLY, type MemoryTwin, oneKeyPerLimit, TTL_MARGIN_MS, type Verdict } from './protocol'
 import type { Windows } from './windows'
 
 /*
@@ -18,7 +18,7 @@ import type { Windows } from './windows'
  * not rolled back when Redis refuses one of its commands, and no refusal can leave a log without a TTL (#12).
  */
 const SLIDING_LOG_SCRIPT = `${LUA_HEAD}
-for i = 1, #KEYS do
+for i = 1, n do
   local max = tonumber(ARGV[3 * i + 1])
   local w = tonumber(ARGV[3 * i + 2])
   redis.call('ZREMRANGEBYSCORE', KEYS[i], '-inf', now - w)
@@ -32,12 +32,13 @@ for i = 1, #KEYS do
   out[2 * i + 1] = s
   if c + cost > max then ok = 0 end
 end
+${LUA_RECORD}
 if ok == 1 then
   local fresh = {}
-  for i = 1, #KEYS do
+  for i = 1, n do
     fresh[i] = redis.call('PEXPIRE', KEYS[i], tonumber(ARGV[3 * i + 2]) + ${TTL_MARGIN_MS}) == 0
   end
-  for i = 1, #KEYS do
+  for i = 1, n do
     for j = 1, cost do
       redis.call('ZADD', KEYS[i], now, ARGV[3] .. ':' .. j)
     end
@@ -45,13 +46,17 @@ if ok == 1 then
   end
 end${LUA_REPLY}`
 
-/** Removes exactly the entries the call added, named by its id; the TTL stays. */
+/**
+ * Removes exactly the entries the call added, named by its id; the TTL stays. Run twice, the second
+ * run finds nothing of the call's to remove, so this refund needs no record of its call (its key, the
+ * last of KEYS, stays unwritten).
+ */
 const SLIDING_LOG_REFUND_SCRIPT = `
 local cost = tonumber(ARGV[1])
-for i = 1, #KEYS do
+for i = 1, #KEYS - 1 do
   for j = 1, cost do redis.call('ZREM', KEYS[i], ARGV[3] .. ':' .. j) end
 end
-return 1`
+return ARGV[3]`
 
 interface Log {
   windowMs: number

@@ -1,7 +1,7 @@
 import { stem, windowIndex } from '../keys'
 import type { LimitSpec, StoreCall } from '../types'
 import type { Algorithm } from './algorithm'
-import { LUA_HEAD, type MemoryTwin, type Verdict } from './protocol'
+import { LUA_HEAD, LUA_RECORD, LUA_REPLY, type MemoryTwin, type Verdict } from './protocol'
 import { counterRefundScript, counterUnavailable, counterWrites, countIn, type Windows, windowTwin } from './windows'
 
 /*
@@ -14,7 +14,7 @@ import { counterRefundScript, counterUnavailable, counterWrites, countIn, type W
 
 /** The current window's key lives until the end of the next window, where it is the previous one. */
 const SLIDING_WINDOW_SCRIPT = `${LUA_HEAD}
-for i = 1, #KEYS / 2 do
+for i = 1, n / 2 do
   local max = tonumber(ARGV[3 * i + 1])
   local w = tonumber(ARGV[3 * i + 2])
   local e = now - math.floor(now / w) * w
@@ -24,7 +24,9 @@ for i = 1, #KEYS / 2 do
   out[2 * i + 1] = cur
   if prev * (w - e) + (cur + cost) * w > max * w then ok = 0 end
 end
-${counterWrites(2, 2, false)}`
+${LUA_RECORD}
+${counterWrites(2, 2)}
+${LUA_REPLY}`
 
 function memory(windows: Windows): MemoryTwin {
   return windowTwin(windows, {

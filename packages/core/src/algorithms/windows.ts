@@ -1,7 +1,7 @@
 import { stem, windowIndex } from '../keys'
 import type { LimitSpec } from '../types'
 import type { MemoryBound } from './memory-bound'
-import { LUA_REPLY, type MemoryTwin, TTL_MARGIN_MS } from './protocol'
+import { LUA_REFUND_HEAD, type MemoryTwin, TTL_MARGIN_MS } from './protocol'
 
 /**
  * One client's count `n` in window `w`. The maps hold these rather than numbers, so counting a client
@@ -216,18 +216,17 @@ const EMPTY: Map<string, Cell> = new Map()
 
 /**
  * Refund of the window algorithms in Lua: DECRBY the current window's key of each limit (the first of
- * its `step` keys), never below zero. DECRBY keeps the TTL. A later window has other keys, so a refund
- * arriving after the edge changes nothing.
+ * its `step` keys), never below zero, once per call (LUA_REFUND_HEAD). DECRBY keeps the TTL. A later
+ * window has other keys, so a refund arriving after the edge changes nothing.
  */
 export function counterRefundScript(step: number): string {
-  return `
-local cost = tonumber(ARGV[1])
-for i = 1, #KEYS / ${step} do
+  return `${LUA_REFUND_HEAD}
+for i = 1, n / ${step} do
   local key = KEYS[(i - 1) * ${step} + 1]
   local c = tonumber(redis.call('GET', key))
   if c and c > 0 then redis.call('DECRBY', key, math.min(c, cost)) end
 end
-return 1`
+return ARGV[3]`
 }
 
 /**
@@ -252,21 +251,21 @@ export function windowTwin(windows: Windows, own: Pick<MemoryTwin, 'read' | 'wri
  * `windowsAhead` window ends from now plus the margin (`SET key 0 PX ttl NX`, which leaves an existing
  * key and its TTL alone); only then is each counted (INCRBY keeps the TTL). A script is not rolled back
  * when Redis refuses one of its commands (ACL, maxmemory): with the TTL set before any count, a refusal
- * at any step leaves every key it touched with a TTL (#12), where INCRBY-then-PEXPIRE left a count that
- * never expired. With `report`, the count after the INCRBY replaces the limit's second number.
+ * at any step leaves every key it touched with a TTL, where INCRBY-then-PEXPIRE left a count that never
+ * expired. The reply is complete before these writes (LUA_RECORD keeps it): a script runs atomically, so
+ * the count INCRBY returns is the count read plus the cost, which the script reported already.
  */
-export function counterWrites(step: number, windowsAhead: number, report: boolean): string {
+export function counterWrites(step: number, windowsAhead: number): string {
   return `
 if ok == 1 then
-  for i = 1, #KEYS / ${step} do
+  for i = 1, n / ${step} do
     local w = tonumber(ARGV[3 * i + 2])
     redis.call('SET', KEYS[(i - 1) * ${step} + 1], '0', 'PX', (math.floor(now / w) + ${windowsAhead}) * w - now + ${TTL_MARGIN_MS}, 'NX')
   end
-  for i = 1, #KEYS / ${step} do
-    local count = redis.call('INCRBY', KEYS[(i - 1) * ${step} + 1], cost)
-    ${report ? 'out[2 * i + 1] = count' : ''}
+  for i = 1, n / ${step} do
+    redis.call('INCRBY', KEYS[(i - 1) * ${step} + 1], cost)
   end
-end${LUA_REPLY}`
+end`
 }
 
 /** A window algorithm's numbers when the store is unavailable: an empty (allow) or a full (deny) counter. */

@@ -19,7 +19,10 @@ import { keySlot } from './redis-slots'
  * - a Cluster's MULTI goes to the master of its first key's slot and does not follow MOVED itself:
  *   the batcher's one retry (redis-redirects.ts) asks for a fresh slot map through refreshSlotsCache;
  * - connection state is `isOpen`/`isReady`, not ioredis's `status`; a Cluster names its nodes'
- *   connection errors 'node-error' and says 'connect' once it has its slot map.
+ *   connection errors 'node-error' and says 'connect' once it has its slot map;
+ * - no public way to drop one connection and reconnect (`disconnect()`/`destroy()` end the client for
+ *   good): a connection whose replies are out of step is reset by asking the server to close it (QUIT),
+ *   after which node-redis reconnects by itself, failing (never resending) what was in flight.
  */
 
 /** A node-redis transaction (`client.multi()`), v4 or v5: the part RedisStore uses. */
@@ -149,6 +152,8 @@ class Transaction implements RedisTransactionLike {
  */
 export class NodeRedisAdapter implements WatchedClient {
   readonly isCluster: boolean
+  /** Per node ('' on a standalone Redis), the connection resetConnection last closed: −1 − its socket epoch, or the time. */
+  private readonly resets = new Map<string, number>()
 
   constructor(private readonly client: AnyNodeRedis) {
     this.isCluster = isNodeRedisCluster(client)
@@ -210,6 +215,31 @@ export class NodeRedisAdapter implements WatchedClient {
     ;(this as unknown as Record<string, unknown>)[name] = run
   }
 
+  /**
+   * Resets the connection serving `key`, whose replies are out of step with its commands
+   * (redis-replies.ts): QUIT makes the server close it, and node-redis reconnects. QUIT is answered
+   * before any ACL check on Redis 7.0, and allowed to every user on later Redis and Valkey (it needs no
+   * permission the store's user lacks). Once per connection, since a QUIT sent while the client
+   * reconnects would close the fresh one: a standalone client's connection is told by its socket epoch
+   * (node-redis v5; not while it is not ready), any other by time, one QUIT per RESET_PAUSE_MS.
+   */
+  resetConnection(key: string): void {
+    const node = this.nodeOf(key)
+    const client = this.client as NodeRedisClientLike & { readonly socketEpoch?: unknown }
+    const epoch = this.isCluster ? undefined : client.socketEpoch
+    if (!this.isCluster && !client.isReady) return
+    const last = this.resets.get(node)
+    if (typeof epoch === 'number') {
+      if (last === -epoch - 1) return
+      this.resets.set(node, -epoch - 1)
+    } else {
+      const now = Date.now()
+      if (last !== undefined && last >= 0 && now - last < RESET_PAUSE_MS) return
+      this.resets.set(node, now)
+    }
+    this.send(key, ['QUIT']).catch(() => {})
+  }
+
   /** The master serving `key`'s slot ("host:port"), or its slot while the map is unknown; '' on a standalone Redis. */
   nodeOf(key: string): string {
     if (!this.isCluster) return ''
@@ -262,6 +292,9 @@ export class NodeRedisAdapter implements WatchedClient {
       .then(() => done(), done)
   }
 }
+
+/** How long after a reset of a connection another is not sent: one desync fails many calls, one QUIT resets it. */
+const RESET_PAUSE_MS = 1000
 
 const adapters = new WeakMap<object, NodeRedisAdapter>()
 

@@ -1,4 +1,4 @@
-import { ALGORITHM_NAMES, ALGORITHMS, argsOf, keysOf } from '../algorithms'
+import { ALGORITHM_NAMES, ALGORITHMS, argsOf, callRecordKey, keysOf } from '../algorithms'
 import type { RedisTransactionLike } from '../algorithms/fixed-window'
 import { type Duration, parseDuration } from '../duration'
 import { describeValue, invalidOption, rejectUnknown, TollgateError } from '../errors'
@@ -9,6 +9,7 @@ import { type ColdStart, type FailureCauses, withDeadline } from './redis-deadli
 import { DirectWriter } from './redis-direct'
 import { isNodeRedis, type NodeRedisClientLike, type NodeRedisClusterLike, nodeRedisAdapter } from './redis-node'
 import { followRedirects } from './redis-redirects'
+import { admitResult, type ClusterNodeLike, protocolError, resetConnection } from './redis-replies'
 import { clusterNodeOf } from './redis-slots'
 import { WireConnection } from './redis-wire'
 
@@ -28,6 +29,12 @@ export interface RedisClientLike {
   readonly isCluster?: boolean
   /** ioredis Cluster: the slot map, slot → node keys ("host:port", the master first). */
   readonly slots?: readonly (readonly string[] | undefined)[]
+  /** ioredis: closes the connection and, with `true`, reconnects (a reply stream out of step, redis-replies.ts). */
+  disconnect?(reconnect?: boolean): void
+  /** ioredis Cluster: its masters, each reset on its own (redis-replies.ts). */
+  nodes?(role: 'master'): ClusterNodeLike[]
+  /** The node-redis adapter's reset of the connection serving `key` (redis-node.ts). */
+  resetConnection?(key: string): void
 }
 
 export interface RedisStoreOptions {
@@ -132,13 +139,18 @@ export class RedisStore implements Store {
     return this.batcher.increment(key, cost, windowMs, now)
   }
 
-  async admit(call: StoreCall): Promise<StoreResult> {
-    const reply = (await this.run(this.admitScripts, call)) as unknown[]
-    return { allowed: reply[0] === 1, values: reply.slice(1).map(Number) }
+  admit(call: StoreCall): Promise<StoreResult> {
+    return this.run(this.admitScripts, call, 'admit', (reply) => {
+      const result = admitResult(call, reply)
+      if (typeof result === 'string') throw this.outOfStep('admit', call, reply, result)
+      return result
+    })
   }
 
   async refund(call: StoreCall): Promise<void> {
-    await this.run(this.refundScripts, call)
+    await this.run(this.refundScripts, call, 'refund', (reply) => {
+      if (reply !== call.id) throw this.outOfStep('refund', call, reply, 'is not its call id')
+    })
   }
 
   async forget(call: StoreCall): Promise<void> {
@@ -157,11 +169,22 @@ export class RedisStore implements Store {
     await this.within(() => this.client.set(key, String(until), 'PX', String(Math.max(1, until - now))))
   }
 
-  /** Runs the call's algorithm's script of `scripts` on the call's keys and ARGV (algorithms/protocol.ts). */
-  private run(scripts: Map<AlgorithmName, Script>, call: StoreCall): Promise<unknown> {
+  /**
+   * Runs the call's algorithm's script of `scripts` on the call's keys, then its record of `op`, and
+   * ARGV (algorithms/protocol.ts). `read` checks the reply even when it comes after the deadline: a
+   * late reply out of step still resets its connection before it answers another call wrongly.
+   */
+  private run<T>(scripts: Map<AlgorithmName, Script>, call: StoreCall, op: 'admit' | 'refund', read: (reply: unknown) => T): Promise<T> {
     const keys = keysOf(ALGORITHMS[call.algorithm], call)
+    keys.push(callRecordKey(call, op))
     const script = scripts.get(call.algorithm)!
-    return this.within(() => script(keys.length, ...keys, ...argsOf(call)))
+    return this.within(() => script(keys.length, ...keys, ...argsOf(call)).then(read))
+  }
+
+  /** A reply that is not the call's own: the connection it came on is reset, and the call fails (redis-replies.ts). */
+  private outOfStep(op: 'admit' | 'refund', call: StoreCall, reply: unknown, why: string): Error {
+    resetConnection(this.client, call.storeKey, this.nodeOfKey(call.storeKey))
+    return protocolError(op, call, reply, why)
   }
 
   /** `send()` under this store's deadline, following a Cluster redirect once (inCluster). */
