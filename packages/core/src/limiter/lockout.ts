@@ -24,6 +24,9 @@ const MAX_LOCAL_BLOCKS = 16384
  * only wait out the store's deadline on every request, and the count that follows goes to the failure
  * policy at once anyway. Blocks known in this process still hold. A failed read opens the circuit as a
  * failed count does, so the count after it does not wait out a second deadline.
+ *
+ * `peek` reports a block as `count` would refuse with it, and `forget` (the limiter's `reset`) ends it,
+ * here and in the store: an unlocked account must not stay locked until the block runs out.
  */
 export class Lockout {
   private readonly local = new Map<string, number>()
@@ -35,7 +38,15 @@ export class Lockout {
     private readonly resilience: Resilience,
     private readonly telemetry: Telemetry,
     private readonly emit: (event: string, value?: unknown) => void,
-  ) {}
+  ) {
+    const { store, logger } = config
+    if (config.blockMs > 0 && store.block !== undefined && store.unblock === undefined) {
+      // Without it, `reset` forgets the counts but the store's block keeps refusing the client.
+      logger.warn(
+        'Tollgate: the store keeps blocks (block()) but has no unblock(), so reset() cannot end a blockDuration lockout there: it runs out at its end',
+      )
+    }
+  }
 
   count(clientKey: string, limit: LimitSpec, cost: number, now: number): MaybePromise<Decision> {
     const known = this.local.get(clientKey)
@@ -70,6 +81,39 @@ export class Lockout {
       : then(until)
   }
 
+  /**
+   * The block `count` would refuse `clientKey` with at `now`, counting nothing and emitting nothing;
+   * undefined when there is none. The same reads as `count`: the block known here, else the store's
+   * (not read while the node's circuit is open). A failed read rejects, as a failed peek does.
+   */
+  peek(clientKey: string, limit: LimitSpec, now: number): MaybePromise<Decision | undefined> {
+    const known = this.local.get(clientKey)
+    if (known !== undefined && known > now) return this.blockedAt(clientKey, limit, 0, now, known)
+    const store = this.config.store
+    const storeKey = this.parts.storeKey(clientKey)
+    if (store.blockedUntil === undefined || this.resilience.isOpen(storeKey, now)) return undefined
+    const key = `${storeKey}:block`
+    const until = this.telemetry.timed('blocked_until', key, () => store.blockedUntil!(key, now))
+    const then = (u: number): Decision | undefined => {
+      if (u <= now) return undefined
+      this.remember(clientKey, u, now)
+      return this.blockedAt(clientKey, limit, 0, now, u)
+    }
+    return isThenable(until) ? until.then(then) : then(until)
+  }
+
+  /**
+   * Ends the client's block: in this process at once, and in the store (`unblock`). Called after the
+   * store's `forget` was sent, so a request that no longer finds the block finds no count either.
+   */
+  forget(clientKey: string): MaybePromise<void> {
+    this.local.delete(clientKey)
+    const store = this.config.store
+    if (store.unblock === undefined) return
+    const key = this.blockKey(clientKey)
+    return this.telemetry.timed('unblock', key, () => store.unblock!(key))
+  }
+
   /** The block read failed: reported, and on a remote store it opens the node's circuit as a failed count does. */
   private readFailed(error: unknown, storeKey: string, now: number): void {
     if (this.config.store.local) this.emit('storeError', error)
@@ -95,7 +139,12 @@ export class Lockout {
   }
 
   private blocked(clientKey: string, limit: LimitSpec, cost: number, now: number, until: number): Decision {
-    return this.counter.finish({
+    return this.counter.finish(this.blockedAt(clientKey, limit, cost, now, until))
+  }
+
+  /** The refusal of a blocked client, before `finish` reports it. */
+  private blockedAt(clientKey: string, limit: LimitSpec, cost: number, now: number, until: number): Decision {
+    return {
       allowed: false,
       limit: limit.max,
       remaining: 0,
@@ -107,7 +156,7 @@ export class Lockout {
       policy: limit.policy,
       source: this.config.store.local ? 'store' : 'cache',
       cost,
-    })
+    }
   }
 
   private remember(clientKey: string, until: number, now: number): void {
