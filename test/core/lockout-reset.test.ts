@@ -33,7 +33,7 @@ describe.each(limiterStores(() => client))('reset and peek of a lockout on the %
       new Limiter({ algorithm, max: 3, window: '1m', blockDuration: '15m', store, prefix, clock: clock.read, logger: quiet, ...options })
     /** The block key in Redis, or undefined on the memory store. */
     const blockKey = name === 'Redis' ? `${prefix}{alice}:block` : undefined
-    return { limiter: make(), another: make, clock, blockKey }
+    return { limiter: make(), another: make, clock, blockKey, store }
   }
 
   async function lockOut(limiter: Limiter): Promise<Decision> {
@@ -87,6 +87,20 @@ describe.each(limiterStores(() => client))('reset and peek of a lockout on the %
     expect(after).toEqual([true, true, true, false])
     expect(await limiter.peek('alice')).toMatchObject({ allowed: false, retryAfterMs: 15 * MINUTE })
     if (blockKey !== undefined) expect(await client.pttl(blockKey)).toBeGreaterThan(14 * MINUTE)
+  })
+
+  it('a reset in another process ends the block here within a second; until then a flood costs one read a second', async () => {
+    const { limiter, another, clock, store } = lockoutLimiter('fixed-window')
+    await lockOut(limiter) // this process set the block, and knows it
+    const reads = jest.spyOn(store, 'blockedUntil')
+    const flood: boolean[] = []
+    for (let i = 0; i < 20; i++, clock.now += 100) flood.push((await limiter.consume('alice')).allowed)
+    expect(flood).toEqual(Array(20).fill(false))
+    expect(reads).toHaveBeenCalledTimes(1)
+    await another().reset('alice')
+    clock.now += 1000
+    expect(await limiter.peek('alice')).toMatchObject({ allowed: true, remaining: 3 })
+    expect((await limiter.consume('alice')).allowed).toBe(true)
   })
 
   it('reset of a client under no block leaves other clients blocked', async () => {

@@ -144,11 +144,7 @@ export class Counting<Req> {
    * over-limit verdicts, the mirror and the fallback store's counts, the lockout's known blocks).
    */
   forget(clientKey: string, max: number): MaybePromise<void> {
-    this.over.forget(clientKey)
-    this.cells?.forget(clientKey)
-    this.mirror?.forget(clientKey)
-    const call = this.parts.call(clientKey, this.parts.limitsFor(this.parts.limitFor(max)), 0, this.config.clock())
-    this.resilience.forget(call)
+    const call = this.forgetHere(clientKey, this.parts.limitFor(max), this.config.clock())
     const counts = this.telemetry.timed('forget', call.storeKey, () => this.config.store.forget(call))
     if (this.config.blockMs <= 0) return counts
     // Sent after the counts' deletion, on the same connection for a Redis store: a request that finds
@@ -156,6 +152,20 @@ export class Counting<Req> {
     const block = this.lockout.forget(clientKey)
     if (!isThenable(counts) && !isThenable(block)) return
     return Promise.all([counts, block]).then(() => undefined)
+  }
+
+  /**
+   * Drops what this process remembers of `clientKey`'s counts: its over-limit verdict, its cell and
+   * mirror entry, and the fallback store's copy, which would otherwise continue from a count the
+   * store no longer has. Returns the call that names the client's counts.
+   */
+  forgetHere(clientKey: string, limit: LimitSpec, now: number): StoreCall {
+    this.over.forget(clientKey)
+    this.cells?.forget(clientKey)
+    this.mirror?.forget(clientKey)
+    const call = this.parts.call(clientKey, this.parts.limitsFor(limit), 0, now)
+    this.resilience.forget(call)
+    return call
   }
 
   /** Undoes an admitted decision of this limiter, in the store that counted it, once (RefundLedger). */

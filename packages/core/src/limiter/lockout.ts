@@ -8,17 +8,33 @@ import type { Telemetry } from './telemetry'
 interface Counter {
   countAt(clientKey: string, limit: LimitSpec, cost: number, now: number): MaybePromise<Decision>
   finish(decision: Decision): Decision
+  /** Drops what this process remembers of the client's counts (a reset elsewhere ended its block). */
+  forgetHere(clientKey: string, limit: LimitSpec, now: number): void
 }
 
 /** Blocks kept in this process before the expired ones are dropped. */
 const MAX_LOCAL_BLOCKS = 16384
 
 /**
+ * How long a block known in this process is trusted before the store is asked again: a `reset` in
+ * another process deletes the store's block, and this process must not refuse the client until the
+ * block's end on the strength of its own memory.
+ */
+const RECHECK_MS = 1000
+
+/** A block known in this process: its end, and when the store last confirmed it (or this process set it). */
+interface KnownBlock {
+  until: number
+  checked: number
+}
+
+/**
  * `blockDuration`: once a client goes over its limit, it is refused for the block's length from that
  * first refusal, whatever the window. The block is a key of its own in the store, `<store key>:block`,
  * with a TTL to match (so every process sharing the store honours it), and is also kept in this
  * process: a client this process has seen blocked is refused with no store call, like the over-limit
- * cache. A client not known to be blocked costs one read of the block key before it is counted.
+ * cache, except for one read of the block key per RECHECK_MS, so that a reset elsewhere ends the block
+ * here too. A client not known to be blocked costs one read of the block key before it is counted.
  *
  * While the circuit of the client's store node is open, the block key is not read: the read would
  * only wait out the store's deadline on every request, and the count that follows goes to the failure
@@ -29,7 +45,7 @@ const MAX_LOCAL_BLOCKS = 16384
  * here and in the store: an unlocked account must not stay locked until the block runs out.
  */
 export class Lockout {
-  private readonly local = new Map<string, number>()
+  private readonly local = new Map<string, KnownBlock>()
 
   constructor(
     private readonly config: Config<unknown>,
@@ -50,17 +66,14 @@ export class Lockout {
 
   count(clientKey: string, limit: LimitSpec, cost: number, now: number): MaybePromise<Decision> {
     const known = this.local.get(clientKey)
-    if (known !== undefined) {
-      if (known > now) return this.blocked(clientKey, limit, cost, now, known)
-      this.local.delete(clientKey)
-    }
-    const store = this.config.store
+    const held = this.held(known, now)
+    // Refused with no store call, and before the store key is even looked up, until the recheck is due.
+    if (held > 0 && now - known!.checked < RECHECK_MS) return this.blocked(clientKey, limit, cost, now, held)
     const storeKey = this.parts.storeKey(clientKey)
-    const key = `${storeKey}:block`
-    let until: MaybePromise<number> = 0
+    if (held > 0 && !this.canRead(storeKey, now)) return this.blocked(clientKey, limit, cost, now, held)
+    let until: MaybePromise<number> = held
     try {
-      if (store.blockedUntil !== undefined && !this.resilience.isOpen(storeKey, now))
-        until = this.telemetry.timed('blocked_until', key, () => store.blockedUntil!(key, now))
+      if (this.canRead(storeKey, now)) until = this.read(storeKey, now)
     } catch (error) {
       this.readFailed(error, storeKey, now)
     }
@@ -69,14 +82,16 @@ export class Lockout {
         this.remember(clientKey, u, now)
         return this.blocked(clientKey, limit, cost, now, u)
       }
+      if (known !== undefined) this.ended(clientKey, held, limit, now)
       const decision = this.counter.countAt(clientKey, limit, cost, now)
       return isThenable(decision) ? decision.then((d) => this.afterCount(d, clientKey, now)) : this.afterCount(decision, clientKey, now)
     }
-    // A store that cannot say (it failed) does not block: the count still limits the client.
+    // A store that cannot say (it failed) does not block: the count still limits the client. A block
+    // known here holds.
     return isThenable(until)
       ? until.then(then, (error) => {
           this.readFailed(error, storeKey, now)
-          return then(0)
+          return then(held)
         })
       : then(until)
   }
@@ -84,22 +99,30 @@ export class Lockout {
   /**
    * The block `count` would refuse `clientKey` with at `now`, counting nothing and emitting nothing;
    * undefined when there is none. The same reads as `count`: the block known here, else the store's
-   * (not read while the node's circuit is open). A failed read rejects, as a failed peek does.
+   * (not read while the node's circuit is open). A failed read rejects, as a failed peek does, unless
+   * a block is known here.
    */
   peek(clientKey: string, limit: LimitSpec, now: number): MaybePromise<Decision | undefined> {
     const known = this.local.get(clientKey)
-    if (known !== undefined && known > now) return this.blockedAt(clientKey, limit, 0, now, known)
-    const store = this.config.store
     const storeKey = this.parts.storeKey(clientKey)
-    if (store.blockedUntil === undefined || this.resilience.isOpen(storeKey, now)) return undefined
-    const key = `${storeKey}:block`
-    const until = this.telemetry.timed('blocked_until', key, () => store.blockedUntil!(key, now))
+    const held = this.held(known, now)
+    if (held > 0 && (now - known!.checked < RECHECK_MS || !this.canRead(storeKey, now)))
+      return this.blockedAt(clientKey, limit, 0, now, held)
+    if (!this.canRead(storeKey, now)) return undefined
+    const until = this.read(storeKey, now)
     const then = (u: number): Decision | undefined => {
-      if (u <= now) return undefined
+      if (u <= now) {
+        if (known !== undefined) this.ended(clientKey, held, limit, now)
+        return undefined
+      }
       this.remember(clientKey, u, now)
       return this.blockedAt(clientKey, limit, 0, now, u)
     }
-    return isThenable(until) ? until.then(then) : then(until)
+    if (!isThenable(until)) return then(until)
+    return until.then(then, (error) => {
+      if (held > 0) return this.blockedAt(clientKey, limit, 0, now, held)
+      throw error
+    })
   }
 
   /**
@@ -112,6 +135,31 @@ export class Lockout {
     if (store.unblock === undefined) return
     const key = this.blockKey(clientKey)
     return this.telemetry.timed('unblock', key, () => store.unblock!(key))
+  }
+
+  /**
+   * The store has no block where this process knew one: it ran out, or, before its end (`held`), a
+   * reset in another process ended it along with the counts, and the counts remembered here go too.
+   */
+  private ended(clientKey: string, held: number, limit: LimitSpec, now: number): void {
+    this.local.delete(clientKey)
+    if (held > 0) this.counter.forgetHere(clientKey, limit, now)
+  }
+
+  /** The end of the block known here on a client, 0 when none is. */
+  private held(known: KnownBlock | undefined, now: number): number {
+    return known !== undefined && known.until > now ? known.until : 0
+  }
+
+  /** The store keeps blocks, and the client's node is not known to be down. */
+  private canRead(storeKey: string, now: number): boolean {
+    return this.config.store.blockedUntil !== undefined && !this.resilience.isOpen(storeKey, now)
+  }
+
+  private read(storeKey: string, now: number): MaybePromise<number> {
+    const store = this.config.store
+    const key = `${storeKey}:block`
+    return this.telemetry.timed('blocked_until', key, () => store.blockedUntil!(key, now))
   }
 
   /** The block read failed: reported, and on a remote store it opens the node's circuit as a failed count does. */
@@ -160,8 +208,8 @@ export class Lockout {
   }
 
   private remember(clientKey: string, until: number, now: number): void {
-    if (this.local.size >= MAX_LOCAL_BLOCKS) for (const [k, u] of this.local) if (u <= now) this.local.delete(k)
-    if (this.local.size < MAX_LOCAL_BLOCKS) this.local.set(clientKey, until)
+    if (this.local.size >= MAX_LOCAL_BLOCKS) for (const [k, b] of this.local) if (b.until <= now) this.local.delete(k)
+    if (this.local.size < MAX_LOCAL_BLOCKS || this.local.has(clientKey)) this.local.set(clientKey, { until, checked: now })
   }
 
   private blockKey(clientKey: string): string {
