@@ -132,6 +132,27 @@ describe('a store of its own', () => {
     expect(limiter.consume('alice')).toMatchObject({ allowed: true })
   })
 
+  it('keeps a block the store failed to take for its whole length, in the process that set it', async () => {
+    const memory = new MemoryStore({ sweepIntervalMs: 0 })
+    const store: Store = {
+      ...countsOnly(),
+      blockedUntil: (key, now) => memory.blockedUntil(key, now),
+      block: () => Promise.reject(new Error('READONLY')),
+      unblock: (key) => memory.unblock(key),
+    }
+    const clock = testClock(START)
+    const limiter = new Limiter({ max: 1, window: '1s', blockDuration: '15m', store, clock: clock.read, logger: quiet })
+    const errors: unknown[] = []
+    limiter.on('storeError', (e) => errors.push(e))
+    await limiter.consume('alice')
+    expect(await limiter.consume('alice')).toMatchObject({ allowed: false })
+    await new Promise((resolve) => setImmediate(resolve)) // the write's failure arrives
+    expect(errors).toEqual([new Error('READONLY')])
+    clock.now += 5 * MINUTE // many windows later, and many rechecks
+    expect(await limiter.consume('alice')).toMatchObject({ allowed: false, retryAfterMs: 10 * MINUTE })
+    expect(await limiter.peek('alice')).toMatchObject({ allowed: false, retryAfterMs: 10 * MINUTE })
+  })
+
   it('with block() but no unblock(): keeps working, and the limiter warns that reset cannot end its blocks', () => {
     const memory = new MemoryStore({ sweepIntervalMs: 0 })
     const store: Store = {

@@ -177,13 +177,23 @@ export class Lockout {
     const key = this.blockKey(clientKey)
     try {
       const written = store.block === undefined ? undefined : this.telemetry.timed('block', key, () => store.block!(key, until, now))
-      if (isThenable(written)) written.catch((error) => this.emit('storeError', error))
+      if (isThenable(written)) written.catch((error) => this.notWritten(error, clientKey, until))
     } catch (error) {
-      this.emit('storeError', error)
+      this.notWritten(error, clientKey, until)
     }
     decision.resetAt = Math.max(decision.resetAt, until)
     decision.retryAfterMs = Math.max(decision.retryAfterMs, until - now)
     return decision
+  }
+
+  /**
+   * The store did not take the block: it is kept here for its whole length, never rechecked, since
+   * the store's answer (none) would only say that the write failed.
+   */
+  private notWritten(error: unknown, clientKey: string, until: number): void {
+    this.emit('storeError', error)
+    const known = this.local.get(clientKey)
+    if (known !== undefined && known.until === until) known.checked = Number.POSITIVE_INFINITY
   }
 
   private blocked(clientKey: string, limit: LimitSpec, cost: number, now: number, until: number): Decision {
