@@ -66,3 +66,46 @@ it('with Redis stalled, a lockout limiter waits out the deadline once, not on ev
     redis.server.thaw()
   }
 }, 20_000)
+
+it('with Redis stalled, peek answers a block this process set with no store call, and a reset client starts over in the fallback', async () => {
+  // `limits` takes the script path, whose answers are mirrored into the fallback store as they come.
+  const limiter = new Limiter({
+    limits: [{ max: 3, window: '1 minute' }],
+    blockDuration: '10 minutes',
+    store: new RedisStore({ client: redis.client, timeout: DEADLINE_MS }),
+    prefix: `lockout-reset-outage-${randomUUID()}:`,
+    logger: redis.logger,
+  })
+  limiter.on('storeError', () => {})
+  for (const key of ['mallory', 'trudy']) {
+    for (let i = 0; i < 3; i++) await limiter.consume(key)
+    expect(await limiter.consume(key)).toMatchObject({ allowed: false, source: 'store' })
+  }
+  await limiter.reset('mallory')
+
+  redis.server.freeze()
+  try {
+    expect((await limiter.consume('alice')).source).toBe('fallback') // the failed block read opens the circuit
+    const started = performance.now()
+    const peeked = await limiter.peek('trudy')
+    expect(performance.now() - started).toBeLessThan(DEADLINE_MS / 2)
+    expect(peeked).toMatchObject({ allowed: false, remaining: 0, source: 'cache' })
+    expect(peeked.retryAfterMs).toBeGreaterThan(9 * 60_000)
+    expect(peeked.resetAt - peeked.at).toBe(peeked.retryAfterMs)
+    // Neither the block nor the count that started it outlives the reset in this process: the
+    // fallback gives mallory a full quota.
+    const mallory: Array<[boolean, string]> = []
+    for (let i = 0; i < 4; i++) {
+      const d = await limiter.consume('mallory')
+      mallory.push([d.allowed, d.source])
+    }
+    expect(mallory).toEqual([
+      [true, 'fallback'],
+      [true, 'fallback'],
+      [true, 'fallback'],
+      [false, 'fallback'],
+    ])
+  } finally {
+    redis.server.thaw()
+  }
+}, 20_000)

@@ -6,7 +6,7 @@ import { countOf, limitSpec, resetCount, storeCall } from '../support/store-call
 /**
  * The store contract: the behaviour every `Store` must have, for every algorithm, written once and run
  * against each store (memory, Redis, Redis unbatched, Redis Cluster). It speaks only the public
- * protocol (`admit`, `refund`, `forget`, the optional `increment`) and uses only public exports: the
+ * protocol (`admit`, `refund`, `forget`, the optional `increment` and block members) and uses only public exports: the
  * types, and `MemoryStore` as the reference the other stores must agree with.
  *
  * To check your own store, copy this file with test/support/store-calls.ts (and, for a Redis-backed
@@ -14,6 +14,7 @@ import { countOf, limitSpec, resetCount, storeCall } from '../support/store-call
  *
  *   storeContract('my store', () => ({ store: new MyStore(), prefix: `t:${randomUUID()}:` }), {
  *     increment: false,    // it has no increment() fast path
+ *     blocks: false,       // it has no blockedUntil()/block()/unblock(): blockDuration stays in the limiter's process
  *     redis: () => client, // it writes through this ioredis client: check TTLs and hash tags too
  *   })
  *
@@ -23,6 +24,8 @@ import { countOf, limitSpec, resetCount, storeCall } from '../support/store-call
 export interface StoreContractOptions {
   /** The store has the optional `increment` fast path of the single-limit fixed window. @default true */
   increment?: boolean
+  /** The store keeps `blockDuration` blocks: `blockedUntil`, `block` and `unblock`. @default true */
+  blocks?: boolean
   /** Compare a sequence of answers with a MemoryStore's (off for the MemoryStore itself). @default true */
   sameAsMemory?: boolean
   /** The ioredis client the store writes through: adds the key checks (TTL, hash tag). */
@@ -58,6 +61,7 @@ async function admit(store: Store, call: StoreCall): Promise<StoreResult> {
 export function storeContract(name: string, make: () => { store: Store; prefix: string }, options: StoreContractOptions = {}) {
   describe(`${name} store contract`, () => {
     if (options.increment !== false) incrementContract(make)
+    if (options.blocks !== false) blockContract(make, options.redis)
 
     describe.each(ALGORITHMS)('%s', (algorithm) => {
       const one = limitSpec(5, MINUTE, 5, '1m')
@@ -295,6 +299,25 @@ const SEQUENCE: Array<[number, string, number | 'refund' | 'forget']> = [
 ]
 
 /** The optional fast path of the single-limit fixed window (`increment`), and its agreement with `admit`. */
+/** The block members: a block holds until its end (with a TTL to match), and `unblock` ends it, and only it. */
+function blockContract(make: () => { store: Store; prefix: string }, redis?: () => Redis | Cluster) {
+  it("keeps a block until unblock ends it, and leaves other clients' blocks alone", async () => {
+    const { store, prefix } = make()
+    expect([typeof store.blockedUntil, typeof store.block, typeof store.unblock]).toEqual(['function', 'function', 'function'])
+    const now = Date.now()
+    const [a, b] = [`${prefix}{a}:block`, `${prefix}{b}:block`]
+    expect(await store.blockedUntil!(a, now)).toBe(0)
+    await store.block!(a, now + MINUTE, now)
+    await store.block!(b, now + MINUTE, now)
+    expect(await store.blockedUntil!(a, now + 30 * SECOND)).toBe(now + MINUTE)
+    if (redis !== undefined) expect(await keysWithoutTtl(redis(), prefix)).toEqual([])
+    await store.unblock!(a)
+    expect(await store.blockedUntil!(a, now)).toBe(0)
+    expect(await store.blockedUntil!(b, now)).toBe(now + MINUTE)
+    await store.unblock!(a) // ending no block is no error
+  })
+}
+
 function incrementContract(make: () => { store: Store; prefix: string }) {
   const W = 60_000
   const t0 = Math.floor(Date.now() / W) * W + 1000 // 1 s into the current minute

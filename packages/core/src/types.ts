@@ -166,11 +166,17 @@ export interface Store {
   nodeOf?(storeKey: string): string
   /**
    * Optional, for `blockDuration`: the end (epoch ms) of the block on `key`, 0 when none. A store
-   * without the pair keeps blocks in the limiter's process only.
+   * without `blockedUntil` and `block` keeps blocks in the limiter's process only.
    */
   blockedUntil?(key: string, now: number): MaybePromise<number>
   /** Blocks `key` until `until` (epoch ms); the block is a key of its own with a TTL to match. */
   block?(key: string, until: number, now: number): MaybePromise<void>
+  /**
+   * Ends the block on `key` now (the limiter's `reset`). Optional so that a store written before it
+   * keeps working, but a store with `block` should have it: without it `reset` forgets the counts
+   * while the block keeps refusing the client until its end (the limiter warns once at construction).
+   */
+  unblock?(key: string): MaybePromise<void>
 }
 
 /** Attribute values of Tollgate's metrics: a few bounded strings, never a client key. */

@@ -117,21 +117,55 @@ export class Counting<Req> {
     return now >= this.telemetry.wake && this.telemetry.wants(now) ? (this.telemetry.decided(decision) as Decision) : decision
   }
 
-  /** What `clientKey` has left, counting nothing and emitting nothing (see decision.ts, peekAt). */
+  /**
+   * What `clientKey` has left, counting nothing and emitting nothing (see decision.ts, peekAt). A
+   * client under a `blockDuration` block gets the refusal `count` would give it (lockout.ts).
+   */
   peek(clientKey: string, max: number): MaybePromise<Decision> {
-    const call = this.parts.call(clientKey, this.parts.limitsFor(this.parts.limitFor(max)), 0, this.config.clock())
+    const now = this.config.clock()
+    const limit = this.parts.limitFor(max)
+    if (this.config.blockMs <= 0) return this.peekCount(clientKey, limit, now)
+    const blocked = this.lockout.peek(clientKey, limit, now)
+    if (isThenable(blocked)) return blocked.then((d) => d ?? this.peekCount(clientKey, limit, now))
+    return blocked ?? this.peekCount(clientKey, limit, now)
+  }
+
+  /** The peek of the counts: a call of cost 0. */
+  private peekCount(clientKey: string, limit: LimitSpec, now: number): MaybePromise<Decision> {
+    const call = this.parts.call(clientKey, this.parts.limitsFor(limit), 0, now)
     const result = this.telemetry.timed('admit', call.storeKey, () => this.config.store.admit(call))
     const algorithm = this.algorithm
     return isThenable(result) ? result.then((r) => peekOf(algorithm, call, r, clientKey)) : peekOf(algorithm, call, result, clientKey)
   }
 
-  /** Forgets everything counted for `clientKey` (in the current window, for the window algorithms). */
+  /**
+   * Forgets everything counted for `clientKey` (in the current window, for the window algorithms) and
+   * ends its block: in the store, and in every cache of this process that could still refuse it (the
+   * over-limit verdicts, the mirror and the fallback store's counts, the lockout's known blocks).
+   */
   forget(clientKey: string, max: number): MaybePromise<void> {
+    const call = this.forgetHere(clientKey, this.parts.limitFor(max), this.config.clock())
+    const counts = this.telemetry.timed('forget', call.storeKey, () => this.config.store.forget(call))
+    if (this.config.blockMs <= 0) return counts
+    // Sent after the counts' deletion, on the same connection for a Redis store: a request that finds
+    // the block gone finds the counts gone too, and does not start a new block from the old count.
+    const block = this.lockout.forget(clientKey)
+    if (!isThenable(counts) && !isThenable(block)) return
+    return Promise.all([counts, block]).then(() => undefined)
+  }
+
+  /**
+   * Drops what this process remembers of `clientKey`'s counts: its over-limit verdict, its cell and
+   * mirror entry, and the fallback store's copy, which would otherwise continue from a count the
+   * store no longer has. Returns the call that names the client's counts.
+   */
+  forgetHere(clientKey: string, limit: LimitSpec, now: number): StoreCall {
     this.over.forget(clientKey)
     this.cells?.forget(clientKey)
     this.mirror?.forget(clientKey)
-    const call = this.parts.call(clientKey, this.parts.limitsFor(this.parts.limitFor(max)), 0, this.config.clock())
-    return this.telemetry.timed('forget', call.storeKey, () => this.config.store.forget(call))
+    const call = this.parts.call(clientKey, this.parts.limitsFor(limit), 0, now)
+    this.resilience.forget(call)
+    return call
   }
 
   /** Undoes an admitted decision of this limiter, in the store that counted it, once (RefundLedger). */

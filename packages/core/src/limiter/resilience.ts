@@ -132,6 +132,11 @@ export class Resilience {
     return now - this.fellBackAt < windowMs ? this.mirrorCount(key, windowMs, now, count, cost) : count
   }
 
+  /** The call's client was reset: the fallback must not continue from a count the store no longer has. */
+  forget(call: StoreCall): void {
+    this.fallbackStore?.forget(call)
+  }
+
   /** The fallback decided a request at `now`. */
   fellBack(now: number): void {
     this.fellBackAt = now

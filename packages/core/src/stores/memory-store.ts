@@ -134,6 +134,10 @@ export class MemoryStore implements Store {
     if (until > (this.blocks.get(key) ?? 0)) this.blocks.set(key, until)
   }
 
+  unblock(key: string): void {
+    this.blocks.delete(key)
+  }
+
   /** The fast path's count of `key` in the window containing `now` (the fixed window). */
   countOf(key: string, windowMs: number, now: number): number {
     return this.windows.read(key, windowMs, now)

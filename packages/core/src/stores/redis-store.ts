@@ -169,6 +169,11 @@ export class RedisStore implements Store {
     await this.within(() => this.client.set(key, String(until), 'PX', String(Math.max(1, until - now))))
   }
 
+  /** Ends the block on `key` (`reset`): one DEL. */
+  async unblock(key: string): Promise<void> {
+    await this.within(() => this.client.del(key))
+  }
+
   /**
    * Runs the call's algorithm's script of `scripts` on the call's keys, then its record of `op`, and
    * ARGV (algorithms/protocol.ts). `read` checks the reply even when it comes after the deadline: a
