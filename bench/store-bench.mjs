@@ -8,10 +8,11 @@
 // random, make one decision, repeat, for a fixed time. Variants, interleaved (forward, then reverse)
 // over several cycles against one private redis-server:
 //   plain       client.multi().incrby(key, 1).pexpire(key, ttl).exec() per decision (the textbook way)
-//   tollgate    Tollgate's RedisStore.increment() (default options: batching on)
-//   tollgate-nobatch  RedisStore with { batch: false }: one MULTI/EXEC round trip per decision
-//   tollgate-client   RedisStore with { ownConnection: false }: the transactions written through the client's
-//               connection (redis-direct.ts) instead of the store's own (redis-wire.ts)
+//   tollgate    Tollgate's RedisStore.increment() with { ownConnection: true }: batching on, the
+//               transactions on the store's own connection (redis-wire.ts)
+//   tollgate-nobatch  RedisStore with { batch: false, ownConnection: true }: one MULTI/EXEC round trip per decision
+//   tollgate-client   RedisStore with its default options (ownConnection: false): the transactions written
+//               through the client's connection (redis-direct.ts)
 //   floor       the ioredis floor: the same transactions Tollgate sends (the decisions of one event-loop
 //               turn, up to 64 keys, in one MULTI with INCRBY + PEXPIRE per key), issued by hand with
 //               nothing else: no merging, no deadline, one resolve per decision, through multi([...])
@@ -163,10 +164,10 @@ for (const v of variants) {
     const store = new (base ? baseCore : core).RedisStore({
       client,
       ...(v.startsWith('tollgate-nobatch') ? { batch: false } : {}),
-      ...(v.startsWith('tollgate-client') ? { ownConnection: false } : {}),
+      ...(v.startsWith('tollgate-client') ? {} : { ownConnection: true }),
     })
     // The store's own connection opens once the client is ready: measure from when it is in use.
-    if (!base) await waitForOwnConnection(admin)
+    if (!base && !v.startsWith('tollgate-client')) await waitForOwnConnection(admin)
     makers[v] = (i) => store.increment(`bench:${v}:{k${i}}`, 1, cfg.windowMs, Date.now())
   }
 }

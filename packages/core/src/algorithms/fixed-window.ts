@@ -21,37 +21,78 @@ import { counterRefundScript, counterUnavailable, counterWrites, countIn, type W
  * both (units used, at most max), see limiter/counting.ts.
  */
 
-/** The part of an ioredis transaction (`client.multi()`) the fast path uses. */
+/**
+ * One window key of a fast-path transaction, in parts: the Redis key is `<stem>:<index>`, built only by a
+ * transport that needs it as one string; `total` is the merged cost of the requests on it.
+ */
+export interface WindowWrite {
+  readonly stem: string
+  readonly index: number
+  readonly total: number
+  readonly ttlMs: number
+}
+
+/** The Redis key of a WindowWrite. */
+export function windowKey(write: WindowWrite): string {
+  return `${write.stem}:${write.index}`
+}
+
+/** The commands of the fast path, by the names ioredis's transaction methods carry (RedisTransactionLike). */
+export type FixedWindowCommand = 'incrby' | 'pexpire'
+
+/**
+ * The fast path's commands for one window key, inside the caller's MULTI: `INCRBY key cost; PEXPIRE key
+ * ttl`, the classic pattern. This is the one description of the transaction: every transport (the client's
+ * `multi()`, the writer onto its connection, the store's own connection, node-redis) sends what `emit`
+ * hears here, in order, with `key` in whatever form it writes keys.
+ *
+ * PEXPIRE runs in the same transaction, so no key ever exists without a TTL, even if the client dies
+ * mid-request; re-arming the TTL on every hit cannot stretch the window, which is in the key's name. A
+ * refusal cannot split the two either: Redis checks ACL and maxmemory as it queues each command, and a
+ * refused INCRBY or PEXPIRE (NOPERM, OOM) makes EXEC abort the whole transaction (EXECABORT) before
+ * anything is written (checked against Redis 7 with an ACL user lacking PEXPIRE:
+ * test/faults/redis-acl.test.ts). Arguments go as strings, which every transport writes as they are.
+ */
+export function fixedWindowCommands<K>(
+  key: K,
+  cost: number,
+  ttlMs: number,
+  emit: (command: FixedWindowCommand, key: K, argument: string) => void,
+): void {
+  emit('incrby', key, String(cost))
+  emit('pexpire', key, String(ttlMs))
+}
+
+/** Replies per key of fixedWindowCommands. */
+export const FIXED_WINDOW_REPLIES = 2
+
+/**
+ * The count of one key from EXEC's replies (`replies[at]`, `replies[at + 1]`, as fixedWindowCommands sent
+ * them): INCRBY's count, at least the `cost` it just added; PEXPIRE's 1 (the key exists, INCRBY made
+ * it). An error reply is that key's own failure (WRONGTYPE on a key of the same name), returned as it
+ * is. Anything else is not an answer to these commands (a reply stream out of step, a broken proxy):
+ * undefined, a protocol error, never a count.
+ */
+export function fixedWindowCount(replies: readonly unknown[], at: number, cost: number): number | Error | undefined {
+  const count = replies[at]
+  const expiry = replies[at + 1]
+  if (count instanceof Error) return count
+  if (expiry instanceof Error) return expiry
+  if (typeof count !== 'number' || !Number.isSafeInteger(count) || count < cost || expiry !== 1) return undefined
+  return count
+}
+
+/** The part of an ioredis transaction (`client.multi()`) the fast path uses: a method per FixedWindowCommand. */
 export interface RedisTransactionLike {
   incrby(key: string, increment: string): RedisTransactionLike
   pexpire(key: string, milliseconds: string): RedisTransactionLike
   exec(): Promise<Array<[Error | null, unknown]> | null>
-  /**
-   * Tollgate's own transactions (redis-direct.ts): addFixedWindow's two commands for the key
-   * `<stem>:<index>`, given in parts.
-   */
-  window?(stem: string, index: number, cost: number, ttlMs: number): void
 }
 
-/**
- * The fast path's commands for one window key, inside the caller's MULTI: `INCRBY key cost; PEXPIRE key
- * ttl`, the classic pattern. PEXPIRE runs in the same transaction, so no key ever exists without a TTL,
- * even if the client dies mid-request; re-arming the TTL on every hit cannot stretch the window, which
- * is in the key's name. A refusal cannot split the two either (#12): Redis checks ACL and maxmemory as
- * it queues each command, and a refused INCRBY or PEXPIRE (NOPERM, OOM) makes EXEC abort the whole
- * transaction (EXECABORT) before anything is written (checked against Redis 7 with an ACL user lacking
- * PEXPIRE: test/faults/redis-acl.test.ts).
- */
-export function addFixedWindow(tx: RedisTransactionLike, key: string, cost: number, ttlMs: number): void {
-  // Arguments as strings: ioredis spends ~2 µs more per key converting numbers itself. The chained
-  // calls, not multi([[...], ...]): no command arrays to build and slice, ~4% more decisions per
-  // second in bench/store-bench.mjs.
-  tx.incrby(key, String(cost)).pexpire(key, String(ttlMs))
+/** Queues fixedWindowCommands for `write` on an ioredis-shaped transaction (`client.multi()`). */
+export function addFixedWindow(tx: RedisTransactionLike, write: WindowWrite): void {
+  fixedWindowCommands(windowKey(write), write.total, write.ttlMs, (command, key, argument) => tx[command](key, argument))
 }
-/** Replies per key of addFixedWindow. */
-export const FIXED_WINDOW_REPLIES = 2
-/** Which of a key's FIXED_WINDOW_REPLIES replies is the count (INCRBY's), counted from 0. */
-export const FIXED_WINDOW_COUNT_REPLY = 0
 
 /** TTL of a window key written at `now`: the rest of the window, plus the margin. */
 export function fixedWindowTtl(windowMs: number, now: number): number {

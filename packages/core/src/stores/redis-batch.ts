@@ -1,14 +1,9 @@
-import {
-  addFixedWindow,
-  FIXED_WINDOW_COUNT_REPLY,
-  FIXED_WINDOW_REPLIES,
-  fixedWindowTtl,
-  type RedisTransactionLike,
-} from '../algorithms/fixed-window'
+import { FIXED_WINDOW_REPLIES, fixedWindowCount, fixedWindowTtl, type RedisTransactionLike } from '../algorithms/fixed-window'
 import { TollgateError } from '../errors'
 import { windowIndex } from '../keys'
 import { type ColdStart, type Expiry, expire, type FailureCauses, storeError, timeoutError } from './redis-deadline'
 import { askingTransaction, askTarget, MIN_LEFT_MS, prepareRetry, redirectOf } from './redis-redirects'
+import { ClientTransactions, describeReply, RedisProtocolError, type TransactionSender } from './redis-transaction'
 
 /**
  * Keys in one transaction at most. A full batch goes out at once instead of waiting for the end of
@@ -87,6 +82,8 @@ interface InFlight {
   readonly entries: PendingKey[]
   settled: boolean
   timer: Expiry | undefined
+  /** Where it was sent (last), told when it misses its deadline. */
+  sender: TransactionSender | undefined
   /** Cluster only (0 otherwise): when the requests stop waiting, so a retry never goes out after it. */
   deadlineAt: number
   retried: boolean
@@ -106,7 +103,8 @@ export class FixedWindowBatcher {
   private flushScheduled = false
 
   constructor(
-    private readonly multi: () => RedisTransactionLike,
+    /** Where the next transaction goes (redis-store.ts `transactions`). */
+    private readonly sender: () => TransactionSender,
     private readonly timeoutMs: number,
     /** Send each request at once, in its own MULTI/EXEC. */
     private readonly unbatched: boolean,
@@ -160,7 +158,7 @@ export class FixedWindowBatcher {
   }
 
   private send(entries: PendingKey[]): void {
-    const state: InFlight = { entries, settled: false, timer: undefined, deadlineAt: 0, retried: false }
+    const state: InFlight = { entries, settled: false, timer: undefined, sender: undefined, deadlineAt: 0, retried: false }
     if (!this.transact(state)) return
     const ms = this.timeoutMs
     if (this.perKey) state.deadlineAt = Date.now() + ms
@@ -169,6 +167,7 @@ export class FixedWindowBatcher {
       (waited) => {
         if (state.settled) return
         state.settled = true
+        state.sender?.missed()
         fail(entries, timeoutError(waited, this.causes))
       },
       this.coldStart,
@@ -181,14 +180,12 @@ export class FixedWindowBatcher {
    */
   private transact(state: InFlight, asking?: RedisTransactionLike): boolean {
     const { entries } = state
-    let tx: RedisTransactionLike
-    let reply: Promise<Array<[Error | null, unknown]> | null>
+    let tx: TransactionSender
+    let reply: Promise<unknown[] | null>
     try {
-      tx = asking ?? this.multi()
-      // A transaction of Tollgate's own takes the key's parts, so no window key is built (or flattened) per key.
-      if (tx.window !== undefined) for (const entry of entries) tx.window(entry.stem, entry.index, entry.total, entry.ttlMs)
-      else for (const entry of entries) addFixedWindow(tx, entry.key, entry.total, entry.ttlMs)
-      reply = tx.exec()
+      tx = asking === undefined ? this.sender() : new ClientTransactions({ multi: () => asking })
+      state.sender = tx
+      reply = tx.send(entries)
     } catch (error) {
       if (state.retried) this.finish(state, storeError(error))
       else fail(entries, storeError(error))
@@ -199,18 +196,18 @@ export class FixedWindowBatcher {
         if (state.settled) return // too late: the requests were already answered by the failure policy
         if (results === null)
           return this.finish(state, new TollgateError('Redis aborted the transaction (EXEC returned null)', 'TG_STORE_ERROR'))
+        const mismatch = this.settle(entries, results)
+        if (mismatch !== undefined) {
+          tx.reset(mismatch)
+          return this.finish(state, storeError(mismatch))
+        }
         state.settled = true
         state.timer?.clear()
         this.coldStart?.answered()
-        for (let i = 0; i < entries.length; i++) {
-          const [error, value] = results[i * FIXED_WINDOW_REPLIES + FIXED_WINDOW_COUNT_REPLY] ?? [new Error('missing reply'), null]
-          const count = Number(value)
-          if (error !== null || !Number.isFinite(count)) entries[i]!.reject(storeError(error ?? value))
-          else entries[i]!.settle(count)
-        }
       },
       (error) => {
         if (state.settled) return
+        if (error instanceof RedisProtocolError) tx.reset(error)
         // Cluster: a transaction refused by a redirect did not run (EXECABORT): send it once more,
         // within the same deadline (redis-redirects.ts). After an ASK (its slot mid-migration, its key
         // already on the target), with ASKING on the node the ASK names: a fresh slot map would still
@@ -233,6 +230,35 @@ export class FixedWindowBatcher {
       },
     )
     return true
+  }
+
+  /**
+   * Each request's count from EXEC's `results` (fixedWindowCount), or, when they do not fit the
+   * transaction sent, the protocol error and no request answered: a count out of another reply is
+   * never handed out.
+   */
+  private settle(entries: PendingKey[], results: unknown[]): RedisProtocolError | undefined {
+    if (!Array.isArray(results) || results.length !== entries.length * FIXED_WINDOW_REPLIES)
+      return new RedisProtocolError(
+        `EXEC was answered ${describeReply(results)} for ${entries.length} keys of ${FIXED_WINDOW_REPLIES} commands`,
+      )
+    const counts = new Array<number | Error>(entries.length)
+    for (let i = 0; i < entries.length; i++) {
+      const count = fixedWindowCount(results, i * FIXED_WINDOW_REPLIES, entries[i]!.total)
+      if (count === undefined) {
+        const at = i * FIXED_WINDOW_REPLIES
+        return new RedisProtocolError(
+          `EXEC answered INCRBY of ${entries[i]!.total} with ${describeReply(results[at])} and PEXPIRE with ${describeReply(results[at + 1])}`,
+        )
+      }
+      counts[i] = count
+    }
+    for (let i = 0; i < entries.length; i++) {
+      const count = counts[i]!
+      if (typeof count === 'number') entries[i]!.settle(count)
+      else entries[i]!.reject(storeError(count))
+    }
+    return undefined
   }
 
   private finish(state: InFlight, error: unknown): void {

@@ -1,17 +1,17 @@
 import { channel } from 'node:diagnostics_channel'
-import { FIXED_WINDOW_COUNT_REPLY, FIXED_WINDOW_REPLIES, type RedisTransactionLike } from '../algorithms/fixed-window'
+import { FIXED_WINDOW_REPLIES, fixedWindowCommands, type WindowWrite, windowKey } from '../algorithms/fixed-window'
+import { ClientTransactions, queuedReplyError, type TransactionSender } from './redis-transaction'
 
 /*
- * The fixed window's MULTI/EXEC written straight onto a standalone ioredis connection (issue 17).
+ * The fixed window's MULTI/EXEC written straight onto a standalone ioredis connection.
  *
  * `client.multi()` builds a Pipeline per transaction, and for every queued command chains two more
- * promises and a result slot on top of the command's own (Pipeline.sendCommand, fillResult). Under
- * 10,000 clients on Redis that bookkeeping was most of a request's cost: per request, 2.5× the CPU of
- * sending the same commands through `client.sendCommand(new Command(...))` (bench/store-bench.mjs),
- * and the garbage it makes was 11% of busy samples against 2.5% for @fastify/rate-limit.
+ * promises and a result slot on top of the command's own (Pipeline.sendCommand, fillResult): with
+ * many clients that bookkeeping and the garbage it makes were most of a request's cost in
+ * bench/store-bench.mjs.
  *
- * This writer sends the same bytes, in the same order, in one write: MULTI, then INCRBY and PEXPIRE
- * per key, then EXEC, each an ioredis Command through the client's own `sendCommand` (ioredis's
+ * This writer sends the same bytes, in the same order, in one write: MULTI, fixedWindowCommands per key
+ * (fixed-window.ts), EXEC, each an ioredis Command through the client's own `sendCommand` (ioredis's
  * documented way to send a built command), into one string written at once (TransactionStream).
  * What ioredis's transaction does beyond that is kept:
  * - each command is marked `inTransaction` and numbered (`pipelineIndex`), as Pipeline numbers them,
@@ -19,9 +19,11 @@ import { FIXED_WINDOW_COUNT_REPLY, FIXED_WINDOW_REPLIES, type RedisTransactionLi
  *   tail without its MULTI (event_handler.ts abortIncompletePipelines/abortTransactionFragments);
  * - a command Redis refused while queueing (NOPERM, OOM) is collected, and EXEC's EXECABORT carries
  *   them as `previousErrors`, which storeError names (redis-deadline.ts);
- * - the client's `keyPrefix` applies to the keys, as it does to ioredis's own commands;
- * - EXEC's replies come back as ioredis's `[error, value]` pairs, only for the INCRBY replies the
- *   batcher reads (FIXED_WINDOW_COUNT_REPLY): a PEXPIRE reply cannot fail once its INCRBY succeeded.
+ * - the client's `keyPrefix` applies to the keys, as it does to ioredis's own commands.
+ * And one check it does not make: MULTI must be answered OK and each queued command QUEUED (or a
+ * refusal). Anything else means the connection's replies are out of step with its commands, so every
+ * later reply on it would answer another command: the transaction fails with a RedisProtocolError and
+ * the batcher resets the client's connection (`reset`, ioredis reconnects).
  *
  * Used only where nothing changes what those commands are: a standalone ioredis client (a Cluster
  * routes each transaction by slot and retries redirects, which its Pipeline does), whose `multi` and
@@ -31,20 +33,21 @@ import { FIXED_WINDOW_COUNT_REPLY, FIXED_WINDOW_REPLIES, type RedisTransactionLi
  */
 
 /** An ioredis Command (`new Command(name, args, options, callback)`): the part this writer sets and reads. */
-export interface CommandLike {
+interface CommandLike {
   inTransaction: boolean
   pipelineIndex?: number
   readonly promise: Promise<unknown>
 }
 
-export type Callback = (error: Error | null, value?: unknown) => void
-type CommandClass = new (name: string, args: string[], options?: { keyPrefix?: string }, callback?: Callback) => CommandLike
+type Callback = (error: Error | null, value?: unknown) => void
+type CommandOptions = { keyPrefix?: string; replyEncoding: 'utf8' }
+type CommandClass = new (name: string, args: string[], options?: CommandOptions, callback?: Callback) => CommandLike
 
 /** The standalone ioredis client this writer sends on. */
 interface DirectClient {
-  multi: unknown
+  multi(): never
   sendCommand(command: CommandLike, stream?: TransactionStream): unknown
-  pipeline(): { ping(): unknown; _queue?: Array<{ constructor: unknown }> }
+  disconnect(reconnect?: boolean): void
   readonly isCluster?: boolean
   readonly stream?: { write(data: string | Uint8Array): unknown }
   readonly options?: { keyPrefix?: unknown }
@@ -59,19 +62,35 @@ const EMPTY: string[] = []
 const batchTraces = channel('tracing:ioredis:batch:start')
 
 /**
- * ioredis's Command class, taken from the client's own ioredis (a command its pipeline builds), so that
- * @tollgate/core imports no ioredis and uses whichever copy built the client. Undefined when the client
- * is not ioredis as this writer knows it.
+ * ioredis's Command class, as ioredis exports it (`Redis.Command`), so that @tollgate/core imports no
+ * ioredis and uses whichever copy built the client: a static of the client's class or of a class it
+ * extends. ioredis mixes EventEmitter into Redis.prototype, `constructor` included, so a plain `Redis`
+ * instance does not lead to its class; then the class is the one of the Command its command methods
+ * hand to `sendCommand` (ioredis's documented way to send a built command), heard on a stand-in whose
+ * `sendCommand` keeps it instead of sending it. Undefined when the client is not ioredis as this
+ * writer knows it.
  */
-function commandClassOf(client: DirectClient): CommandClass | undefined {
+function commandClassOf(client: object): CommandClass | undefined {
+  for (
+    let proto = Object.getPrototypeOf(client) as { constructor?: unknown } | null;
+    proto !== null;
+    proto = Object.getPrototypeOf(proto)
+  ) {
+    const Command = (proto.constructor as { Command?: unknown } | undefined)?.Command
+    if (typeof Command === 'function') return Command as CommandClass
+  }
+  let built: unknown
   try {
-    const pipeline = client.pipeline()
-    pipeline.ping()
-    const built = pipeline._queue?.[0]?.constructor
-    return typeof built === 'function' ? (built as CommandClass) : undefined
+    const standIn = Object.create(client) as { sendCommand(command: unknown): unknown; ping?: () => unknown }
+    standIn.sendCommand = (command) => {
+      built = (command as { constructor?: unknown } | null)?.constructor
+      return undefined
+    }
+    standIn.ping?.()
   } catch {
     return undefined
   }
+  return typeof built === 'function' ? (built as CommandClass) : undefined
 }
 
 /**
@@ -87,25 +106,27 @@ function ioredisMulti(client: object): unknown {
   return (client as Record<string, unknown>).sendCommand === proto.sendCommand ? multi : undefined
 }
 
-export class DirectWriter implements TransactionSender {
-  private readonly prefixed: { keyPrefix: string } | undefined
+export class DirectWriter extends ClientTransactions implements TransactionSender {
+  /** The client's keyPrefix, and status replies (OK, QUEUED) read as text rather than bytes. */
+  private readonly options: CommandOptions
 
   private constructor(
     private readonly client: DirectClient,
     private readonly Command: CommandClass,
     private readonly multi: unknown,
   ) {
+    super(client)
     const prefix = client.options?.keyPrefix
-    this.prefixed = typeof prefix === 'string' && prefix !== '' ? { keyPrefix: prefix } : undefined
+    this.options = typeof prefix === 'string' && prefix !== '' ? { keyPrefix: prefix, replyEncoding: 'utf8' } : { replyEncoding: 'utf8' }
   }
 
   /** A writer for `client` when it is a standalone ioredis client with its own `multi` and `sendCommand`. */
   static of(client: object): DirectWriter | undefined {
     const c = client as Partial<DirectClient>
-    if (c.isCluster === true || typeof c.pipeline !== 'function') return undefined
+    if (c.isCluster === true || typeof c.disconnect !== 'function') return undefined
     const multi = ioredisMulti(client)
     if (multi === undefined) return undefined
-    const Command = commandClassOf(c as DirectClient)
+    const Command = commandClassOf(client)
     return Command === undefined ? undefined : new DirectWriter(c as DirectClient, Command, multi)
   }
 
@@ -117,34 +138,50 @@ export class DirectWriter implements TransactionSender {
     return this.client.multi === this.multi && !batchTraces.hasSubscribers
   }
 
-  transaction(): RedisTransactionLike {
-    return transactionOn(this)
-  }
-
-  /** Sends MULTI, `commands`, EXEC in one write; EXEC's command promise. */
-  send(commands: string[], onQueued: Callback): Promise<unknown> {
-    const { client, Command, prefixed } = this
-    const stream = new TransactionStream(client, commands.length / KEY_FIELDS)
-    const multi = new Command('multi', EMPTY, undefined, onQueued)
-    multi.pipelineIndex = 0
-    client.sendCommand(multi, stream)
-    let index = 1
-    for (let i = 0; i < commands.length; i += KEY_FIELDS) {
-      const key = commands[i + 1]! + commands[i + 2]!
-      const incr = new Command('incrby', [key, commands[i]!], prefixed, onQueued)
-      incr.inTransaction = true
-      incr.pipelineIndex = index++
-      client.sendCommand(incr, stream)
-      const pexpire = new Command('pexpire', [key, commands[i + 3]!], prefixed, onQueued)
-      pexpire.inTransaction = true
-      pexpire.pipelineIndex = index++
-      client.sendCommand(pexpire, stream)
-    }
-    const exec = new Command('exec', EMPTY)
-    exec.inTransaction = true
-    exec.pipelineIndex = index
-    client.sendCommand(exec, stream)
-    return exec.promise
+  /** Sends MULTI, fixedWindowCommands per write, EXEC, in one write; EXEC's replies. */
+  override send(writes: readonly WindowWrite[]): Promise<unknown[] | null> {
+    const { client, Command, options } = this
+    return new Promise((resolve, reject) => {
+      const stream = new TransactionStream(client, writes.length)
+      let index = 0
+      let answered = 0
+      let refused: Error[] | undefined
+      // MULTI refused: the commands then ran outside a transaction, so their replies are not QUEUED.
+      let outside = false
+      // Replies come in the order the commands went: the n-th one heard answers the n-th command.
+      const onQueued: Callback = (error, value) => {
+        const position = answered++
+        if (error !== null) {
+          if (position === 0) outside = true
+          if (refused === undefined) refused = [error]
+          else refused.push(error)
+          return
+        }
+        const mismatch = outside ? undefined : queuedReplyError(position, value)
+        if (mismatch !== undefined) reject(mismatch)
+      }
+      const queue = (name: string, key: string, argument: string) => {
+        const command = new Command(name, [key, argument], options, onQueued)
+        command.inTransaction = true
+        command.pipelineIndex = ++index
+        client.sendCommand(command, stream)
+      }
+      const multi = new Command('multi', EMPTY, options, onQueued)
+      multi.pipelineIndex = 0
+      client.sendCommand(multi, stream)
+      for (const write of writes) fixedWindowCommands(windowKey(write), write.total, write.ttlMs, queue)
+      const exec = new Command('exec', EMPTY)
+      exec.inTransaction = true
+      exec.pipelineIndex = ++index
+      client.sendCommand(exec, stream)
+      exec.promise.then(
+        (value) => resolve(value as unknown[] | null),
+        (error: unknown) => {
+          if (error instanceof Error && refused !== undefined) (error as Error & { previousErrors?: Error[] }).previousErrors = refused
+          reject(error)
+        },
+      )
+    })
   }
 }
 
@@ -166,8 +203,8 @@ class TransactionStream {
   constructor(
     client: DirectClient,
     keys: number,
-    /** MULTI, INCRBY and PEXPIRE per key, EXEC. */
-    private readonly total = 2 * keys + 2,
+    /** MULTI, fixedWindowCommands per key, EXEC. */
+    private readonly total = FIXED_WINDOW_REPLIES * keys + 2,
   ) {
     this.destination = { redis: client }
     this.pending = total
@@ -186,83 +223,5 @@ class TransactionStream {
     this.parts = undefined
     this.pending = this.total
     this.destination.redis.stream?.write(out)
-  }
-}
-
-/**
- * What sends one fixed-window transaction: MULTI, then INCRBY and PEXPIRE per key of `commands`, then
- * EXEC. `commands` holds KEY_FIELDS strings per key: [cost, stem, suffix, ttl], the key being the stem
- * and its suffix (`:<window index>`) written one after the other, so no key string is built for a
- * sender that writes the bytes itself. `onQueued` hears each reply to a queued command; the promise is
- * EXEC's reply, an array of the commands' replies (an Error for one that failed).
- */
-export interface TransactionSender {
-  send(commands: string[], onQueued: Callback): Promise<unknown>
-}
-
-/** Strings per key in a TransactionSender's `commands`. */
-export const KEY_FIELDS = 4
-
-/** A transaction for the batcher that `sender` sends (DirectWriter on ioredis, WireConnection on its own socket). */
-export function transactionOn(sender: TransactionSender): RedisTransactionLike {
-  return new DirectTransaction(sender)
-}
-
-/**
- * One transaction for the batcher (RedisTransactionLike): the keys collected, sent at exec(). A PEXPIRE
- * always follows its key's INCRBY (addFixedWindow), so each key is kept once, as [cost, stem, suffix, ttl].
- */
-class DirectTransaction implements RedisTransactionLike {
-  private readonly commands: string[] = []
-  /** Commands Redis refused while queueing, for EXECABORT's previousErrors. */
-  private refused: Error[] | undefined
-  /** The last window index's suffix: the keys of one batch nearly always share it. */
-  private index = -1
-  private suffix = ''
-
-  constructor(private readonly writer: TransactionSender) {}
-
-  window(stem: string, index: number, cost: number, ttlMs: number): void {
-    if (index !== this.index) {
-      this.index = index
-      this.suffix = `:${index}`
-    }
-    this.commands.push(String(cost), stem, this.suffix, String(ttlMs))
-  }
-
-  incrby(key: string, increment: string): RedisTransactionLike {
-    this.commands.push(increment, key, '', '')
-    return this
-  }
-
-  pexpire(_key: string, milliseconds: string): RedisTransactionLike {
-    this.commands[this.commands.length - 1] = milliseconds
-    return this
-  }
-
-  exec(): Promise<Array<[Error | null, unknown]> | null> {
-    return this.writer.send(this.commands, this.onQueued).then(this.replies, this.aborted)
-  }
-
-  private readonly onQueued: Callback = (error) => {
-    if (error === null) return
-    if (this.refused === undefined) this.refused = [error]
-    else this.refused.push(error)
-  }
-
-  /** EXEC's replies as ioredis's pairs at the INCRBY positions (FIXED_WINDOW_COUNT_REPLY); null when it aborted. */
-  private readonly replies = (value: unknown): Array<[Error | null, unknown]> | null => {
-    if (!Array.isArray(value)) return null
-    const pairs = new Array<[Error | null, unknown]>(value.length)
-    for (let i = FIXED_WINDOW_COUNT_REPLY; i < value.length; i += FIXED_WINDOW_REPLIES) {
-      const reply: unknown = value[i]
-      pairs[i] = reply instanceof Error ? [reply, null] : [null, reply]
-    }
-    return pairs
-  }
-
-  private readonly aborted = (error: unknown): never => {
-    if (error instanceof Error && this.refused !== undefined) (error as Error & { previousErrors?: Error[] }).previousErrors = this.refused
-    throw error
   }
 }

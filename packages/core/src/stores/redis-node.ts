@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto'
-import type { RedisTransactionLike } from '../algorithms/fixed-window'
+import type { FixedWindowCommand, RedisTransactionLike } from '../algorithms/fixed-window'
 import type { WatchedClient } from './redis-checks'
 import { keySlot } from './redis-slots'
 
@@ -15,7 +15,9 @@ import { keySlot } from './redis-slots'
  * - no defineCommand: a script runs as EVALSHA of its SHA1, and as EVAL after a NOSCRIPT (which also
  *   caches it in Redis), as ioredis's defined commands do; redis-checks.ts preloads them all;
  * - MULTI replies are plain values, and a failed command makes exec() throw a MultiErrorReply that
- *   carries every reply: both turned into ioredis's [error, value] pairs;
+ *   carries every reply: both turned into ioredis's [error, value] pairs, whose shape the batcher checks
+ *   as on every transport (node-redis matches each reply to its command itself, so a mismatch fails the
+ *   calls and leaves its connection alone);
  * - a Cluster's MULTI goes to the master of its first key's slot and does not follow MOVED itself:
  *   the batcher's one retry (redis-redirects.ts) asks for a fresh slot map through refreshSlotsCache;
  * - connection state is `isOpen`/`isReady`, not ioredis's `status`; a Cluster names its nodes'
@@ -91,17 +93,22 @@ function isNoScript(error: unknown): boolean {
 }
 
 /** node-redis's MULTI replies as ioredis's [error, value] pairs; a MultiErrorReply carries every reply (`replies`). */
-function pairs(replies: unknown): Array<[Error | null, unknown]> {
-  const list = Array.isArray(replies) ? replies : []
+function pairs(replies: unknown): Array<[Error | null, unknown]> | null {
+  if (replies === null) return null
+  const list = Array.isArray(replies) ? replies : [replies]
   return list.map((reply): [Error | null, unknown] => (reply instanceof Error ? [reply, null] : [null, reply]))
 }
 
+/** node-redis's method for each command of fixedWindowCommands (fixed-window.ts). */
+const METHODS: Record<FixedWindowCommand, 'incrBy' | 'pExpire'> = { incrby: 'incrBy', pexpire: 'pExpire' }
+
 /**
  * The ioredis transaction shape over a node-redis MULTI, created at exec() (a Cluster routes it by its
- * first key; `asking`, sent to that Cluster node with ASKING first, after an ASK).
+ * first key; `asking`, sent to that Cluster node with ASKING first, after an ASK): the commands it was
+ * given (fixedWindowCommands, through addFixedWindow), in order.
  */
 class Transaction implements RedisTransactionLike {
-  private readonly commands: Array<[key: string, cost: string, ttlMs: string]> = []
+  private readonly commands: Array<[command: FixedWindowCommand, key: string, argument: string]> = []
   constructor(
     private readonly client: AnyNodeRedis,
     /** What the batcher refreshes the slot map through after a redirect (redis-redirects.ts). */
@@ -110,13 +117,12 @@ class Transaction implements RedisTransactionLike {
   ) {}
 
   incrby(key: string, increment: string): RedisTransactionLike {
-    this.commands.push([key, increment, ''])
+    this.commands.push(['incrby', key, increment])
     return this
   }
 
   pexpire(key: string, milliseconds: string): RedisTransactionLike {
-    const last = this.commands[this.commands.length - 1]
-    if (last !== undefined && last[0] === key && last[2] === '') last[2] = milliseconds
+    this.commands.push(['pexpire', key, milliseconds])
     return this
   }
 
@@ -136,7 +142,7 @@ class Transaction implements RedisTransactionLike {
 
   private execOn(client: AnyNodeRedis): Promise<Array<[Error | null, unknown]> | null> {
     const tx = client.multi()
-    for (const [key, cost, ttlMs] of this.commands) tx.incrBy(key, Number(cost)).pExpire(key, Number(ttlMs))
+    for (const [command, key, argument] of this.commands) tx[METHODS[command]](key, Number(argument))
     return tx.exec().then(pairs, (error: unknown) => {
       const replies = (error as { replies?: unknown } | null)?.replies
       if (Array.isArray(replies)) return pairs(replies)

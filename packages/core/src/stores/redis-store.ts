@@ -11,6 +11,7 @@ import { isNodeRedis, type NodeRedisClientLike, type NodeRedisClusterLike, nodeR
 import { followRedirects } from './redis-redirects'
 import { admitResult, type ClusterNodeLike, protocolError, resetConnection } from './redis-replies'
 import { clusterNodeOf } from './redis-slots'
+import { ClientTransactions, type TransactionSender } from './redis-transaction'
 import { WireConnection } from './redis-wire'
 
 /**
@@ -41,9 +42,8 @@ export interface RedisStoreOptions {
   /**
    * A connected ioredis `Redis` or `Cluster`, or a node-redis (`redis` v4/v5) client or cluster from
    * `createClient()` / `createCluster()` after `await client.connect()`. The store borrows it: it
-   * never connects or quits it (beside it, a standalone ioredis client's store opens one connection of
-   * its own, see `ownConnection`), and works whatever its offline-queue and retry settings, because
-   * every call has its own deadline.
+   * never connects or quits it (unless `ownConnection` is on, it opens no connection of its own), and
+   * works whatever its offline-queue and retry settings, because every call has its own deadline.
    */
   client: RedisClientLike | NodeRedisClientLike | NodeRedisClusterLike
   /**
@@ -63,11 +63,13 @@ export interface RedisStoreOptions {
    * With a standalone ioredis client: send the fixed window's transactions on one connection of the
    * store's own, opened to the same server with the client's settings (host and port or path, TLS,
    * username and password, db) while the client is ready, and closed with it. It reads the replies
-   * itself instead of through ioredis's per-command objects, which with many clients is most of what
-   * Redis costs this process (issue 17). Whenever that connection is not ready, or a tracer listens
-   * to ioredis, the transactions go through the client as they do with `false`. Redis then counts one
-   * more connection per process, named `tollgate`. Off, every command goes through the client.
-   * @default true
+   * itself instead of through ioredis's per-command objects, which with many clients is much of what
+   * Redis costs this process (README, "Stores", for the measurement). It costs one more connection per
+   * process, named `tollgate`, with its own protocol code, TCP keep-alive and a liveness rule: a
+   * transaction that misses its deadline on it, or a second with no reply while one is due, closes it
+   * until it is reopened after a backoff. Whenever it is not ready, or a tracer listens to ioredis, the
+   * transactions go through the client. Off, every command goes through the client.
+   * @default false
    */
   ownConnection?: boolean
 }
@@ -120,7 +122,7 @@ export class RedisStore implements Store {
     this.timeoutMs = options.timeout === undefined ? 50 : parseDuration('timeout', options.timeout)
     this.causes = watchClient(client)
     this.batcher = new FixedWindowBatcher(
-      transactions(client, options.ownConnection !== false),
+      transactions(client, options.ownConnection === true),
       this.timeoutMs,
       options.batch === false,
       client.isCluster === true,
@@ -134,7 +136,7 @@ export class RedisStore implements Store {
     }
   }
 
-  /** The fixed window's fast path: INCRBY and PEXPIRE in a MULTI (addFixedWindow), batched and merged per key. */
+  /** The fixed window's fast path: INCRBY and PEXPIRE in a MULTI (fixedWindowCommands), batched and merged per key. */
   increment(key: string, cost: number, windowMs: number, now: number): Promise<number> {
     return this.batcher.increment(key, cost, windowMs, now)
   }
@@ -247,15 +249,17 @@ export class RedisStore implements Store {
 
 /**
  * Where the fixed window's transactions go: on a standalone ioredis client, the store's own connection
- * while it is usable (redis-wire.ts), else straight onto the client's (redis-direct.ts), else, when
- * something changed `multi` since (a spy, a tracer of batches), through `client.multi()`.
+ * while it is usable (redis-wire.ts, with `ownConnection`), else straight onto the client's
+ * (redis-direct.ts), else, when something changed `multi` since (a spy, a tracer of batches), and on
+ * any other client, through `client.multi()`. Each is a TransactionSender (redis-transaction.ts).
  */
-function transactions(client: RedisClientLike, ownConnection: boolean): () => RedisTransactionLike {
+function transactions(client: RedisClientLike, ownConnection: boolean): () => TransactionSender {
+  const viaClient = new ClientTransactions(client)
   const direct = DirectWriter.of(client)
-  if (direct === undefined) return () => client.multi()
+  if (direct === undefined) return () => viaClient
   const wire = ownConnection ? WireConnection.of(client) : undefined
-  if (wire === undefined) return () => (direct.usable ? direct.transaction() : client.multi())
-  return () => (!direct.usable ? client.multi() : wire.usable ? wire.transaction() : direct.transaction())
+  if (wire === undefined) return () => (direct.usable ? direct : viaClient)
+  return () => (!direct.usable ? viaClient : wire.usable ? wire : direct)
 }
 
 const SUPPORTED_CLIENTS =

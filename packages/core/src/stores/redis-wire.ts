@@ -1,20 +1,18 @@
 import { channel } from 'node:diagnostics_channel'
 import { createConnection, type Socket } from 'node:net'
 import { connect as tlsConnect } from 'node:tls'
-import type { RedisTransactionLike } from '../algorithms/fixed-window'
-import { type Callback, KEY_FIELDS, type TransactionSender, transactionOn } from './redis-direct'
+import { FIXED_WINDOW_REPLIES, type FixedWindowCommand, fixedWindowCommands, type WindowWrite } from '../algorithms/fixed-window'
+import { describeReply, queuedReplyError, RedisProtocolError, type TransactionSender } from './redis-transaction'
 import { ReplyReader } from './resp-reader'
 
 /*
- * The fixed window's MULTI/EXEC on a connection of the store's own (issue 17).
+ * The fixed window's MULTI/EXEC on a connection of the store's own (`ownConnection: true`, off by default).
  *
  * Through ioredis, even written straight onto its connection (redis-direct.ts), each key of a batch
  * costs two ioredis Commands: their argument arrays, promises and callbacks, the command queue and the
- * reply dispatch. With 10,000 clients every request is its own key, and that was ~2.6 µs of Node CPU
- * per request against ~0.4 µs for the rest of the store (bench/store-bench.mjs: 3.7 µs per decision
- * through ioredis Commands, 1.1 µs for the same bytes on a bare socket). This connection writes the
- * same bytes (MULTI, INCRBY and PEXPIRE per key, EXEC) as one string, and reads the replies with a
- * RESP2 reader (resp-reader.ts), with one pending entry per transaction, not per command.
+ * reply dispatch. This connection writes the same commands (MULTI, fixedWindowCommands per key, EXEC)
+ * as one string, and reads the replies with a RESP2 reader (resp-reader.ts), with one pending entry per
+ * transaction, not per command. What that saves is measured in bench/store-bench.mjs (README, "Stores").
  *
  * It is the client's shadow, never a second client to configure:
  * - opened to the server the client connects to, with its settings: host and port or path, family,
@@ -23,12 +21,19 @@ import { ReplyReader } from './resp-reader'
  *   ends both), reopened when the client is ready again; it never keeps the process alive (unref);
  * - used only while it and the client are ready, the client still has the db it was built with, and
  *   no tracer listens to ioredis's commands or batches; any other time the store writes through the
- *   client as before (redis-direct.ts), so a transaction never waits for this connection;
+ *   client (redis-direct.ts), so a transaction never waits for this connection;
+ * - as alive as the client: TCP keep-alive on its socket (as ioredis sets on its own), and, since a
+ *   half-open socket (a NAT or firewall that dropped its state) stays silent for as long as the kernel
+ *   retransmits, a liveness rule: a transaction that misses its deadline here (`missed`), or no byte
+ *   back for SILENT_MS while anything waits for a reply, closes it. It reopens after a backoff, and
+ *   meanwhile the client carries the transactions; so the store never keeps writing into a silent socket;
+ * - a reply that does not fit its command (MULTI not OK, a queued command not QUEUED, EXEC's replies
+ *   not the transaction's, a byte the reader cannot follow, a reply nobody waits for) closes it too:
+ *   what it reads next could only be matched to the wrong transaction;
  * - a connection lost with transactions in flight fails them at once (never resends: EXEC may have run),
  *   and the limiter's failure policy answers those requests, as for any failed call;
  * - one per client, however many stores share the client. Sentinel clients and clients with their own
  *   Connector are left on ioredis (the server they reach is theirs to find), as is every Cluster.
- * `new RedisStore({ client, ownConnection: false })` keeps every command on the client.
  */
 
 /** The part of a standalone ioredis client the connection reads: its settings, its state and its events. */
@@ -53,6 +58,7 @@ interface ClientOptions {
   sentinels?: unknown
   Connector?: unknown
   connectTimeout?: unknown
+  keepAlive?: unknown
 }
 
 const commandTraces = channel('tracing:ioredis:command:start')
@@ -61,6 +67,11 @@ const batchTraces = channel('tracing:ioredis:batch:start')
 /** After this connection drops while the client stays ready: the first wait before reopening, and the longest. */
 const REOPEN_MIN_MS = 500
 const REOPEN_MAX_MS = 30_000
+/**
+ * How long the connection may stay silent while a reply is due before it counts as lost. Far beyond
+ * any round trip of these commands, and far below the minutes a kernel retransmits into a dead peer.
+ */
+export const SILENT_MS = 1000
 
 const connections = new WeakMap<object, WireConnection | null>()
 
@@ -74,16 +85,27 @@ function command(...args: string[]): string {
 const MULTI = command('MULTI')
 const EXEC = command('EXEC')
 
-/** A transaction (or the connection's setup) waiting for its replies, in the order they come. */
+/**
+ * A transaction (or the connection's setup) waiting for its replies, in the order they come. Every
+ * reply but the last answers MULTI (OK) and a queued command (QUEUED), or a setup command (OK); the
+ * last one (EXEC's, PING's) settles the promise.
+ */
 class Pending {
   next: Pending | undefined
   resolve!: (value: unknown) => void
   reject!: (error: unknown) => void
   readonly promise: Promise<unknown>
+  /** Replies heard so far. */
+  heard = 0
+  /** Error replies before the last: refusals of queued commands (EXECABORT's previousErrors), a refused AUTH. */
+  errors: Error[] | undefined
+  /** MULTI was refused, so the commands after it ran outside a transaction and their replies are not QUEUED. */
+  outside = false
   constructor(
-    /** Replies still to come; the last one settles the promise. */
-    public left: number,
-    readonly onQueued: Callback | undefined,
+    readonly replies: number,
+    /** A MULTI and its queued commands, not setup commands. */
+    readonly transaction: boolean,
+    readonly sentAt: number,
   ) {
     this.promise = new Promise<unknown>((resolve, reject) => {
       this.resolve = resolve
@@ -144,36 +166,75 @@ export class WireConnection implements TransactionSender {
     return select === undefined || select === this.db
   }
 
-  transaction(): RedisTransactionLike {
-    return transactionOn(this)
-  }
-
-  /** Writes MULTI, INCRBY and PEXPIRE per [cost, key, ttl] of `commands`, EXEC, as one string; EXEC's reply. */
-  send(commands: string[], onQueued: Callback): Promise<unknown> {
+  /** Writes MULTI, fixedWindowCommands per write, EXEC, as one string; EXEC's replies. */
+  send(writes: readonly WindowWrite[]): Promise<unknown[] | null> {
     const socket = this.socket
     if (socket === undefined || !this.ready) return Promise.reject(new Error("Tollgate's Redis connection is not open"))
     const { prefix, prefixBytes } = this
-    let out = MULTI
-    for (let i = 0; i < commands.length; i += KEY_FIELDS) {
-      const cost = commands[i]!
-      const stem = commands[i + 1]!
-      const suffix = commands[i + 2]! // ASCII: `:<window index>`
-      const ttl = commands[i + 3]!
-      const k = `$${prefixBytes + Buffer.byteLength(stem) + suffix.length}\r\n${prefix}${stem}${suffix}\r\n`
-      out += `*3\r\n$6\r\nINCRBY\r\n${k}$${cost.length}\r\n${cost}\r\n*3\r\n$7\r\nPEXPIRE\r\n${k}$${ttl.length}\r\n${ttl}\r\n`
+    this.out = MULTI
+    let index = -1
+    let suffix = ''
+    for (const write of writes) {
+      // The keys of one batch nearly always share their window index: its `:<index>` is built once.
+      if (write.index !== index) {
+        index = write.index
+        suffix = `:${index}`
+      }
+      const { stem } = write
+      const key = `$${prefixBytes + Buffer.byteLength(stem) + suffix.length}\r\n${prefix}${stem}${suffix}\r\n`
+      fixedWindowCommands(key, write.total, write.ttlMs, this.append)
     }
-    out += EXEC
-    const pending = this.enqueue((2 * commands.length) / KEY_FIELDS + 2, onQueued)
+    const out = this.out + EXEC
+    this.out = ''
+    const pending = this.enqueue(FIXED_WINDOW_REPLIES * writes.length + 2, true)
     socket.write(out)
-    return pending.promise
+    return pending.promise as Promise<unknown[] | null>
   }
 
-  private enqueue(replies: number, onQueued: Callback | undefined): Pending {
-    const pending = new Pending(replies, onQueued)
+  /** The transaction being written (send). */
+  private out = ''
+
+  /** One command of fixedWindowCommands, its key already a RESP bulk string (ASCII command and argument). */
+  private readonly append = (command: FixedWindowCommand, key: string, argument: string): void => {
+    this.out += `*3\r\n$${command.length}\r\n${command}\r\n${key}$${argument.length}\r\n${argument}\r\n`
+  }
+
+  /** The connection's replies no longer fit its commands: closed, its transactions failed with `error`. */
+  reset(error: Error): void {
+    this.socket?.destroy(error)
+  }
+
+  /** A transaction here missed its deadline while replies are due: the connection counts as lost. */
+  missed(): void {
+    if (this.head !== undefined) this.socket?.destroy(new Error('a transaction on it missed its deadline'))
+  }
+
+  private enqueue(replies: number, transaction: boolean): Pending {
+    const pending = new Pending(replies, transaction, Date.now())
     if (this.tail === undefined) this.head = pending
     else this.tail.next = pending
     this.tail = pending
+    this.watchdog ??= setTimeout(this.checkSilence, SILENT_MS).unref()
     return pending
+  }
+
+  /** Runs while replies are due (SILENT_MS apart at most): closes a connection silent that long. */
+  private watchdog: NodeJS.Timeout | undefined
+  /** When the last bytes came in on the current socket. */
+  private heardAt = 0
+
+  private readonly checkSilence = (): void => {
+    this.watchdog = undefined
+    const waiting = this.head
+    if (waiting === undefined || this.socket === undefined) return
+    // The setup's own bound is connectTimeout (open); silence counts from the last bytes or the oldest wait.
+    const since = Math.max(this.heardAt, waiting.sentAt)
+    const silent = Date.now() - since
+    if (this.ready && silent >= SILENT_MS) {
+      this.socket.destroy(new Error(`no reply for ${silent} ms`))
+      return
+    }
+    this.watchdog = setTimeout(this.checkSilence, Math.max(1, SILENT_MS - silent)).unref()
   }
 
   /** The client (re)connected: its settings may work again (a password restored), so try anew. */
@@ -199,6 +260,8 @@ export class WireConnection implements TransactionSender {
     }
     this.socket = socket
     socket.setNoDelay(true)
+    // On as ioredis turns it on for its own socket, with the client's `keepAlive` delay when it gives one.
+    socket.setKeepAlive(true, typeof o.keepAlive === 'number' && o.keepAlive > 0 ? o.keepAlive : 0)
     socket.unref()
     const timeoutMs = typeof o.connectTimeout === 'number' && o.connectTimeout > 0 ? o.connectTimeout : 10_000
     const connectTimer = setTimeout(() => socket.destroy(new Error('connect timed out')), timeoutMs)
@@ -209,7 +272,10 @@ export class WireConnection implements TransactionSender {
     })
     // A reader per socket: bytes left from a dropped connection never run into the next one's.
     const reader = new ReplyReader()
-    socket.on('data', (chunk: Buffer) => reader.feed(chunk, this.onReply, this.onProtocolError))
+    socket.on('data', (chunk: Buffer) => {
+      this.heardAt = Date.now()
+      reader.feed(chunk, this.onReply, this.onProtocolError)
+    })
     socket.on('close', () => {
       clearTimeout(connectTimer)
       if (this.socket === socket) this.dropped(lastError)
@@ -226,10 +292,7 @@ export class WireConnection implements TransactionSender {
       replies++
     }
     setup += command('PING')
-    let refused: Error | undefined
-    const ready = this.enqueue(replies, (error) => {
-      refused ??= error ?? undefined
-    })
+    const ready = this.enqueue(replies, false)
     // Refused (a wrong password, a db it may not select): closed, and the client's own connection stays in use.
     const refuse = (): void => {
       clearTimeout(connectTimer)
@@ -237,14 +300,17 @@ export class WireConnection implements TransactionSender {
       this.refused = true
       socket.destroy()
     }
-    ready.promise.then(() => {
-      if (refused !== undefined) return refuse()
+    ready.promise.then((pong) => {
+      if (ready.errors !== undefined) return refuse()
       clearTimeout(connectTimer)
       if (this.socket !== socket) return
+      if (pong !== 'PONG') {
+        socket.destroy(new RedisProtocolError(`PING was answered ${describeReply(pong)}, not PONG`))
+        return
+      }
       this.ready = true
-      this.reopenMs = REOPEN_MIN_MS
       // Named for CLIENT LIST; a user who may not run CLIENT just leaves it unnamed.
-      this.enqueue(1, undefined).promise.catch(() => {})
+      this.enqueue(1, false).promise.catch(() => {})
       socket.write(command('CLIENT', 'SETNAME', 'tollgate'))
     }, refuse)
     socket.write(setup)
@@ -254,7 +320,12 @@ export class WireConnection implements TransactionSender {
   private dropped(cause: Error | undefined): void {
     this.socket = undefined
     this.ready = false
-    const error = new Error(`Tollgate's Redis connection closed before the reply${cause === undefined ? '' : `: ${cause.message}`}`)
+    clearTimeout(this.watchdog)
+    this.watchdog = undefined
+    const error =
+      cause instanceof RedisProtocolError
+        ? cause
+        : new Error(`Tollgate's Redis connection closed before the reply${cause === undefined ? '' : `: ${cause.message}`}`)
     for (let p = this.head; p !== undefined; p = p.next) p.reject(error)
     this.head = this.tail = undefined
     if (!this.refused && this.client.status === 'ready' && this.reopenTimer === undefined) {
@@ -274,21 +345,38 @@ export class WireConnection implements TransactionSender {
   private readonly onReply = (value: unknown): void => {
     const pending = this.head
     if (pending === undefined) {
-      this.onProtocolError()
+      this.onProtocolError(new RedisProtocolError(`${describeReply(value)} came when no reply was due`))
       return
     }
-    if (--pending.left > 0) {
-      if (value instanceof Error) pending.onQueued?.(value)
+    const position = pending.heard++
+    if (position < pending.replies - 1) {
+      if (value instanceof Error) {
+        if (position === 0) pending.outside = true
+        if (pending.errors === undefined) pending.errors = [value]
+        else pending.errors.push(value)
+        return
+      }
+      const mismatch = pending.outside
+        ? undefined
+        : pending.transaction
+          ? queuedReplyError(position, value)
+          : value === 'OK'
+            ? undefined
+            : new RedisProtocolError(`a setup command was answered ${describeReply(value)}, not OK`)
+      if (mismatch !== undefined) this.onProtocolError(mismatch)
       return
     }
     this.head = pending.next
     if (this.head === undefined) this.tail = undefined
-    if (value instanceof Error) pending.reject(value)
-    else pending.resolve(value)
+    if (pending.transaction) this.reopenMs = REOPEN_MIN_MS // a transaction answered: this server is reachable again
+    if (value instanceof Error) {
+      if (pending.errors !== undefined) (value as Error & { previousErrors?: Error[] }).previousErrors = pending.errors
+      pending.reject(value)
+    } else pending.resolve(value)
   }
 
-  /** A reply this reader cannot follow, or one nobody waits for: the connection can no longer be trusted. */
-  private readonly onProtocolError = (): void => {
-    this.socket?.destroy(new Error('unexpected reply from Redis'))
+  /** A reply this reader cannot follow, or one that does not fit its command: the connection can no longer be trusted. */
+  private readonly onProtocolError = (error: Error): void => {
+    this.socket?.destroy(error instanceof RedisProtocolError ? error : new RedisProtocolError(error.message))
   }
 }
