@@ -244,8 +244,18 @@ export function parseOptions<Req>(
     name,
     meterProvider: meterProvider as MeterProviderLike | undefined,
     logger: logger as Logger,
-    clock: optionalFunction<() => number>('clock', o.clock, 'a function returning the time in epoch ms') ?? Date.now,
+    clock: wholeMs(optionalFunction<() => number>('clock', o.clock, 'a function returning the time in epoch ms')),
   })
+}
+
+/**
+ * The limiter's clock in whole ms. Redis takes only integer TTLs (PEXPIRE, SET PX): a TTL computed from a
+ * clock with a fraction (performance.now() based, say) would be refused, and a refused PEXPIRE in the
+ * fixed window's transaction used to leave its key without one. Date.now is whole already.
+ */
+function wholeMs(clock: (() => number) | undefined): () => number {
+  if (clock === undefined) return Date.now
+  return () => Math.floor(clock())
 }
 
 function clientList<Req>(name: string, value: unknown): ClientList | ((req: Req) => MaybePromise<boolean>) | undefined {
