@@ -176,7 +176,7 @@ export class FixedWindowBatcher {
         for (let i = 0; i < entries.length; i++) {
           const [error, value] = results[i * FIXED_WINDOW_REPLIES + FIXED_WINDOW_COUNT_REPLY] ?? [new Error('missing reply'), null]
           const count = Number(value)
-          if (error !== null || !Number.isFinite(count)) entries[i]!.reject(storeError(error ?? value))
+          if (error !== null || !Number.isFinite(count)) entries[i]!.reject(storeError(error ?? value, this.causes))
           else entries[i]!.settle(count)
         }
       },
@@ -185,12 +185,12 @@ export class FixedWindowBatcher {
         // Cluster: a transaction refused by a redirect did not run (EXECABORT): refresh the slot map
         // and send it once more, within the same deadline (redis-redirects.ts).
         const redirect = this.perKey && !state.retried ? redirectOf(error) : undefined
-        if (redirect === undefined) return this.finish(state, storeError(error))
+        if (redirect === undefined) return this.finish(state, storeError(error, this.causes))
         state.retried = true
         void prepareRetry(redirect, (tx as { redis?: unknown }).redis, state.deadlineAt).then((go) => {
           if (state.settled) return
           if (go) this.transact(state)
-          else this.finish(state, storeError(error))
+          else this.finish(state, storeError(error, this.causes))
         })
       },
     )
