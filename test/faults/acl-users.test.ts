@@ -2,6 +2,8 @@ import { randomUUID } from 'node:crypto'
 import { type AlgorithmName, type Decision, Limiter, type LimiterOptions, RedisStore } from '@tollgate/core'
 import { Redis } from 'ioredis'
 import { createClient, type RedisClientType } from 'redis'
+import { ALGORITHMS as ALL } from '../../packages/core/src/algorithms'
+import { CHECK_FORMS, commandsOf, diagnosisChecks } from '../../packages/core/src/stores/redis-checks'
 import { closeNodeRedis, keysWithoutTtl, quitClient } from '../harness/redis'
 import type { RedisServer } from '../harness/redis-server'
 import { startTestServer, testServers } from '../harness/servers'
@@ -57,6 +59,14 @@ const CLIENTS: Array<[string, (server: RedisServer, user: string) => Promise<App
     },
   ],
 ]
+
+it('asks acl_check_cmd about every command a script calls with a whole argument list, never a bare name', () => {
+  const called = new Set(Object.values(ALL).flatMap((a) => [...commandsOf(a.admitScript), ...commandsOf(a.refundScript)]))
+  expect([...called].filter((c) => CHECK_FORMS[c] === undefined)).toEqual([])
+  const checks = diagnosisChecks([...called], ['tg:{c}:1'])
+  expect(checks.filter((c) => c.length < 2 || c[1] !== 'tg:{c}:1')).toEqual([])
+  expect(checks.length).toBe(called.size)
+})
 
 /** `promise`, or a rejection after 2 s: a client of a server that died waits to reconnect for ever. */
 function within<T>(promise: Promise<T>): Promise<T> {
