@@ -3,9 +3,10 @@ import { type AlgorithmName, type Decision, Limiter, type LimiterOptions, RedisS
 import { Redis } from 'ioredis'
 import { ALGORITHMS as ALL } from '../../packages/core/src/algorithms'
 import { keysWithoutTtl, quitClient, testPrefix } from '../harness/redis'
-import { type RedisServer, startRedisServer } from '../harness/redis-server'
+import type { RedisServer } from '../harness/redis-server'
+import { startTestServer, testServers } from '../harness/servers'
 
-// Issue 12: a Redis user that may not run one of the store's commands. Whatever is refused, no key is
+// A Redis user that may not run one of the store's commands. Whatever is refused, no key is
 // left without a TTL, and the cause is named: the log says which command the user lacks, not only
 // "EXECABORT" or "can't run this command". Each ACL user here lacks one command.
 
@@ -27,143 +28,150 @@ let quiet: jest.SpyInstance
 let admin: Redis
 const clients: Redis[] = []
 
-beforeAll(async () => {
-  quiet = jest.spyOn(process, 'emitWarning').mockImplementation(() => {})
-  redis = await startRedisServer()
-  admin = new Redis(redis.url)
-  for (const command of USERS) await admin.call('ACL', 'SETUSER', `no-${command}`, 'on', '>pw', '~*', '+@all', `-${command}`)
-})
-
-afterAll(async () => {
-  quiet.mockRestore()
-  for (const c of clients) await quitClient(c)
-  await quitClient(admin)
-  await redis?.stop()
-})
-
-function userClient(command: string, options: Record<string, unknown> = {}): Redis {
-  const c = new Redis({ host: redis.host, port: redis.port, username: `no-${command}`, password: 'pw', ...options })
-  clients.push(c)
-  return c
-}
-
-interface Run {
-  decisions: Decision[]
-  errors: string[]
-}
-
-/** 8 decisions for 2 clients through a limiter whose store's user lacks `command`. */
-async function run(command: string, algorithm: AlgorithmName, shape: keyof typeof limitsFor, prefix: string): Promise<Run> {
-  const store = new RedisStore({ client: userClient(command), timeout: 500 })
-  const errors: string[] = []
-  const logger = { warn: () => {}, error: (message: string) => void errors.push(message) }
-  const limiter = new Limiter({ store, algorithm, prefix, logger, ...limitsFor[shape] })
-  const storeErrors: string[] = []
-  limiter.on('storeError', (error: Error) => void storeErrors.push(error.message))
-  const decisions: Decision[] = []
-  for (let i = 0; i < 8; i++) decisions.push(await limiter.consume(`client-${i % 2}`))
-  return { decisions, errors: [...errors, ...storeErrors] }
-}
-
-describe.each(ALGORITHMS)('%s with a Redis user that lacks one command', (algorithm) => {
-  it.each(USERS.flatMap((command) => (['single', 'several'] as const).map((shape) => [command, shape] as const)))(
-    'leaves no key without a TTL when the user may not run %s (%s limits)',
-    async (command, shape) => {
-      const prefix = testPrefix(`acl-${command}`)
-      await run(command, algorithm, shape, prefix)
-      expect(await keysWithoutTtl(admin, prefix)).toEqual([])
-    },
-  )
-
-  it('names the refused command in the log', async () => {
-    // Which command each algorithm needs (the fast path only for a single fixed-window limit).
-    const needs: Record<AlgorithmName, string[]> = {
-      'fixed-window': ['set', 'incrby', 'get', 'pexpire'],
-      'sliding-window': ['set', 'incrby', 'get'],
-      gcra: ['set', 'get'],
-      'sliding-log': ['pexpire', 'zadd'],
-    }
-    for (const command of needs[algorithm]) {
-      for (const shape of ['single', 'several'] as const) {
-        // The fast path (a single fixed-window limit) sends INCRBY and PEXPIRE; the script path GET, SET and INCRBY.
-        if (algorithm === 'fixed-window' && (shape === 'single' ? command === 'get' || command === 'set' : command === 'pexpire')) continue
-        const { decisions, errors } = await run(command, algorithm, shape, testPrefix('acl-named'))
-        expect(decisions.every((d) => d.source !== 'store')).toBe(true)
-        expect(errors.join('\n')).toMatch(new RegExp(`NOPERM.*(cannot run ${command.toUpperCase()}|'${command}' command)`))
-      }
-    }
-  })
-})
-
-it('keeps counting in Redis for a user without PEXPIRE, except on the fast path and with sliding-log, which need it', async () => {
-  for (const algorithm of ALGORITHMS) {
-    for (const shape of ['single', 'several'] as const) {
-      const { decisions } = await run('pexpire', algorithm, shape, testPrefix('acl-ok'))
-      const fromStore = decisions.filter((d) => d.source === 'store').length
-      const needsIt = algorithm === 'sliding-log' || (algorithm === 'fixed-window' && shape === 'single')
-      expect([algorithm, shape, fromStore]).toEqual([algorithm, shape, needsIt ? 0 : 8])
-    }
-  }
-})
-
-it('warns once, naming the missing command, when the store is built on a connecting client', async () => {
-  quiet.mockRestore()
-  const warn = jest.spyOn(process, 'emitWarning').mockImplementation(() => {})
-  try {
-    const c = userClient('pexpire')
-    new RedisStore({ client: c })
-    await c.ping()
-    for (let i = 0; i < 50 && warn.mock.calls.length === 0; i++) await new Promise((r) => setTimeout(r, 10))
-    expect(warn.mock.calls.map((call) => String(call[0]))).toEqual([
-      expect.stringMatching(
-        /NOPERM: the Redis user "no-pexpire" cannot run PEXPIRE \(used by sliding-log, fixed-window\); allow it with ACL SETUSER no-pexpire \+pexpire/,
-      ),
-    ])
-  } finally {
-    warn.mockRestore()
+describe.each(testServers())('on $name', (server) => {
+  beforeAll(async () => {
     quiet = jest.spyOn(process, 'emitWarning').mockImplementation(() => {})
+    redis = await startTestServer(server)
+    admin = new Redis(redis.url)
+    for (const command of USERS) await admin.call('ACL', 'SETUSER', `no-${command}`, 'on', '>pw', '~*', '+@all', `-${command}`)
+  })
+
+  afterAll(async () => {
+    quiet.mockRestore()
+    for (const c of clients.splice(0)) await quitClient(c)
+    await quitClient(admin)
+    await redis?.stop()
+  })
+
+  function userClient(command: string, options: Record<string, unknown> = {}): Redis {
+    const c = new Redis({ host: redis.host, port: redis.port, username: `no-${command}`, password: 'pw', ...options })
+    clients.push(c)
+    return c
   }
-})
 
-describe('cold start', () => {
-  const sha = (lua: string) => createHash('sha1').update(lua).digest('hex')
+  interface Run {
+    decisions: Decision[]
+    errors: string[]
+  }
 
-  it("loads the store's scripts once the client is ready, before its first decision", async () => {
-    const fresh = await startRedisServer()
-    const c = new Redis(fresh.url)
-    const probe = new Redis(fresh.url)
-    try {
-      const shas = Object.values(ALL).flatMap((a) => [sha(a.admitScript), sha(a.refundScript)])
-      expect(await probe.script('EXISTS', ...shas)).toEqual(shas.map(() => 0))
-      new RedisStore({ client: c })
-      await c.ping() // the store's SCRIPT LOADs were queued ahead of this
-      expect(await probe.script('EXISTS', ...shas)).toEqual(shas.map(() => 1))
-    } finally {
-      await quitClient(c)
-      await quitClient(probe)
-      await fresh.stop()
+  /** 8 decisions for 2 clients through a limiter whose store's user lacks `command`. */
+  async function run(command: string, algorithm: AlgorithmName, shape: keyof typeof limitsFor, prefix: string): Promise<Run> {
+    const store = new RedisStore({ client: userClient(command), timeout: 500 })
+    const errors: string[] = []
+    const logger = { warn: () => {}, error: (message: string) => void errors.push(message) }
+    const limiter = new Limiter({ store, algorithm, prefix, logger, ...limitsFor[shape] })
+    const storeErrors: string[] = []
+    limiter.on('storeError', (error: Error) => void storeErrors.push(error.message))
+    const decisions: Decision[] = []
+    for (let i = 0; i < 8; i++) decisions.push(await limiter.consume(`client-${i % 2}`))
+    return { decisions, errors: [...errors, ...storeErrors] }
+  }
+
+  describe.each(ALGORITHMS)('%s with a Redis user that lacks one command', (algorithm) => {
+    it.each(USERS.flatMap((command) => (['single', 'several'] as const).map((shape) => [command, shape] as const)))(
+      'leaves no key without a TTL when the user may not run %s (%s limits)',
+      async (command, shape) => {
+        const prefix = testPrefix(`acl-${command}`)
+        await run(command, algorithm, shape, prefix)
+        expect(await keysWithoutTtl(admin, prefix)).toEqual([])
+      },
+    )
+
+    it('names the refused command in the log', async () => {
+      // Which command each algorithm needs (the fast path only for a single fixed-window limit).
+      const needs: Record<AlgorithmName, string[]> = {
+        'fixed-window': ['set', 'incrby', 'get', 'pexpire'],
+        'sliding-window': ['set', 'incrby', 'get'],
+        gcra: ['set', 'get'],
+        'sliding-log': ['pexpire', 'zadd'],
+      }
+      for (const command of needs[algorithm]) {
+        for (const shape of ['single', 'several'] as const) {
+          // The fast path (a single fixed-window limit) sends INCRBY and PEXPIRE; the script path GET, SET and INCRBY.
+          if (algorithm === 'fixed-window' && (shape === 'single' ? command === 'get' || command === 'set' : command === 'pexpire'))
+            continue
+          const { decisions, errors } = await run(command, algorithm, shape, testPrefix('acl-named'))
+          expect(decisions.every((d) => d.source !== 'store')).toBe(true)
+          expect(errors.join('\n')).toMatch(new RegExp(`NOPERM.*(cannot run ${command.toUpperCase()}|'${command}' command)`))
+        }
+      }
+    })
+  })
+
+  it('keeps counting in Redis for a user without PEXPIRE, except on the fast path and with sliding-log, which need it', async () => {
+    for (const algorithm of ALGORITHMS) {
+      for (const shape of ['single', 'several'] as const) {
+        const { decisions } = await run('pexpire', algorithm, shape, testPrefix('acl-ok'))
+        const fromStore = decisions.filter((d) => d.source === 'store').length
+        const needsIt = algorithm === 'sliding-log' || (algorithm === 'fixed-window' && shape === 'single')
+        expect([algorithm, shape, fromStore]).toEqual([algorithm, shape, needsIt ? 0 : 8])
+      }
     }
   })
 
-  it('sends nothing for a lazyConnect client until it connects, then loads the scripts', async () => {
-    const fresh = await startRedisServer()
-    const c = new Redis(fresh.url, { lazyConnect: true })
-    const probe = new Redis(fresh.url)
+  it('sends no permission check when built, and warns once, naming the missing command, at the first refusal', async () => {
+    quiet.mockRestore()
+    const warn = jest.spyOn(process, 'emitWarning').mockImplementation(() => {})
     try {
-      new RedisStore({ client: c })
-      await new Promise((r) => setTimeout(r, 50))
-      expect(c.status).toBe('wait')
-      await c.connect()
-      let loaded = 0
-      for (let i = 0; i < 50 && loaded === 0; i++) {
-        await new Promise((r) => setTimeout(r, 10))
-        loaded = ((await probe.script('EXISTS', sha(ALL.gcra.admitScript))) as number[])[0]!
-      }
-      expect(loaded).toBe(1)
+      const c = userClient('pexpire')
+      const store = new RedisStore({ client: c, timeout: '2s' })
+      await c.ping()
+      expect(warn.mock.calls).toEqual([])
+      const logger = { warn: () => {}, error: () => {} }
+      const limiter = new Limiter({ store, algorithm: 'sliding-log', prefix: testPrefix('acl-warn'), max: 3, window: '1m', logger })
+      limiter.on('storeError', () => {})
+      for (let i = 0; i < 3; i++) await limiter.consume('c')
+      expect(warn.mock.calls.map((call) => String(call[0]))).toEqual([
+        expect.stringMatching(
+          /NOPERM: the Redis user "no-pexpire" cannot run PEXPIRE \(used by sliding-log, fixed-window\); allow it with ACL SETUSER no-pexpire \+pexpire/,
+        ),
+      ])
     } finally {
-      await quitClient(c)
-      await quitClient(probe)
-      await fresh.stop()
+      warn.mockRestore()
+      quiet = jest.spyOn(process, 'emitWarning').mockImplementation(() => {})
     }
+  })
+
+  describe('cold start', () => {
+    const sha = (lua: string) => createHash('sha1').update(lua).digest('hex')
+
+    it("loads the store's scripts once the client is ready, before its first decision", async () => {
+      const fresh = await startTestServer(server)
+      const c = new Redis(fresh.url)
+      const probe = new Redis(fresh.url)
+      try {
+        const shas = Object.values(ALL).flatMap((a) => [sha(a.admitScript), sha(a.refundScript)])
+        expect(await probe.script('EXISTS', ...shas)).toEqual(shas.map(() => 0))
+        new RedisStore({ client: c })
+        await c.ping() // the store's SCRIPT LOADs were queued ahead of this
+        expect(await probe.script('EXISTS', ...shas)).toEqual(shas.map(() => 1))
+      } finally {
+        await quitClient(c)
+        await quitClient(probe)
+        await fresh.stop()
+      }
+    })
+
+    it('sends nothing for a lazyConnect client until it connects, then loads the scripts', async () => {
+      const fresh = await startTestServer(server)
+      const c = new Redis(fresh.url, { lazyConnect: true })
+      const probe = new Redis(fresh.url)
+      try {
+        new RedisStore({ client: c })
+        await new Promise((r) => setTimeout(r, 50))
+        expect(c.status).toBe('wait')
+        await c.connect()
+        let loaded = 0
+        for (let i = 0; i < 50 && loaded === 0; i++) {
+          await new Promise((r) => setTimeout(r, 10))
+          loaded = ((await probe.script('EXISTS', sha(ALL.gcra.admitScript))) as number[])[0]!
+        }
+        expect(loaded).toBe(1)
+      } finally {
+        await quitClient(c)
+        await quitClient(probe)
+        await fresh.stop()
+      }
+    })
   })
 })

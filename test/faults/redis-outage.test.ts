@@ -4,7 +4,8 @@ import express from 'express'
 import { Redis } from 'ioredis'
 import type { RedisClientType } from 'redis'
 import { closeNodeRedis, newNodeRedisClient } from '../harness/redis'
-import { type RedisServer, startRedisServer } from '../harness/redis-server'
+import type { RedisServer } from '../harness/redis-server'
+import { startTestServer, type TestServer, testServers } from '../harness/servers'
 import { type DecisionTimer, timeDecisions } from '../support/decision-times'
 import { close, get, listen } from '../support/http'
 import { loadLoop, type Sample, sleep } from '../support/load'
@@ -61,6 +62,8 @@ const CLIENTS: Array<[string, (url: string) => Promise<TestClient>]> = [
 ]
 
 let redis: RedisServer
+/** The server of the matrix the tests of the current block run on (start() spawns it). */
+let matrixServer: TestServer
 let connection: TestClient
 let server: Server
 let url: string
@@ -83,7 +86,7 @@ const storeFailed = (policy: StoreErrorPolicy) => ({
 const storeBack = { level: 'warn', message: expect.stringMatching(/^Tollgate: the store is answering again/) }
 
 async function start(connect: (url: string) => Promise<TestClient>, onStoreError: StoreErrorPolicy, max = 1_000_000) {
-  redis = await startRedisServer()
+  redis = await startTestServer(matrixServer)
   connection = await connect(redis.url)
   const app = express()
   app.set('trust proxy', 'loopback')
@@ -160,102 +163,108 @@ function timing() {
   }
 }
 
-describe.each(CLIENTS)('through %s', (_client, connect) => {
-  describe('Redis failures under load (default policy: fall back to memory)', () => {
-    it('SIGKILL: no request waits past the deadline, none fails, the outage is logged once, and decisions return to Redis after a restart', async () => {
-      await start(connect, 'fallback')
-      const load = loadLoop(url, { concurrency: 20, maxMs: 8000, maxRequests: 20_000, headers: byClient })
-      await sleep(400)
-      await redis.kill('SIGKILL')
-      const killedAt = Date.now()
-      await sleep(1200)
-      await redis.restart()
-      const recoveredIn = await waitForSource('store', 5000)
-      // Load goes on a little after the recovery: a store that answers again must not log again.
-      await sleep(300)
-      await load.stop()
-      const during = load.samples.filter((s) => s.at > killedAt)
-      const report = summary(load.samples)
-      const decided = timing()
-      console.info(
-        'SIGKILL under load:',
-        JSON.stringify({ http: report, decisions: decided, duringOutage: summary(during), recoveredInMs: recoveredIn }),
-      )
-      expect(load.errors).toEqual([])
-      expect(report.statuses[500]).toBeUndefined()
-      expect(report.statuses[200]).toBe(report.n)
-      // Every request of the load was decided, and timed, by the limiter (plus waitForSource's).
-      expect(decided.n).toBeGreaterThanOrEqual(report.n)
-      expect(decided.maxMs).toBeLessThan(DEADLINE_MS + MARGIN_MS)
-      expect(report.sources.fallback).toBeGreaterThan(0)
-      expect(report.sources.store).toBeGreaterThan(0)
-      expect(events.fallback).toBeGreaterThanOrEqual(report.sources.fallback!)
-      expect(events.recover).toBe(1)
-      // Logs are per outage, not per request: thousands of requests fell back here (hundreds on a slow
-      // machine or under --detectOpenHandles), through many failed store calls, and the application's
-      // log got one error when the outage began and one warning when it ended.
-      expect(report.sources.fallback).toBeGreaterThan(100)
-      expect(events.storeError).toBeGreaterThan(1)
-      expect(logs).toEqual([storeFailed('fallback'), storeBack])
-      expect(unhandled).toEqual([])
-    })
-
-    it('SIGSTOP longer than the deadline: same guarantees, logged once, and recovery after SIGCONT', async () => {
-      await start(connect, 'fallback')
-      const load = loadLoop(url, { concurrency: 20, maxMs: 8000, maxRequests: 20_000, headers: byClient })
-      await sleep(400)
-      redis.freeze()
-      const frozenAt = Date.now()
-      await sleep(1500)
-      redis.thaw()
-      const recoveredIn = await waitForSource('store', 5000)
-      await sleep(300)
-      await load.stop()
-      const report = summary(load.samples)
-      const decided = timing()
-      console.info(
-        'SIGSTOP under load:',
-        JSON.stringify({
-          http: report,
-          decisions: decided,
-          duringFreeze: summary(load.samples.filter((s) => s.at > frozenAt)),
-          recoveredInMs: recoveredIn,
-        }),
-      )
-      expect(load.errors).toEqual([])
-      expect(report.statuses[200]).toBe(report.n)
-      expect(decided.n).toBeGreaterThanOrEqual(report.n)
-      expect(decided.maxMs).toBeLessThan(DEADLINE_MS + MARGIN_MS)
-      expect(report.sources.fallback).toBeGreaterThan(100)
-      expect(events.recover).toBe(1)
-      // The freeze shows up as timeouts rather than refused connections: still one line each way.
-      expect(logs).toEqual([storeFailed('fallback'), storeBack])
-      expect(unhandled).toEqual([])
-    })
+describe.each(testServers())('on $name', (server) => {
+  beforeAll(() => {
+    matrixServer = server
   })
 
-  describe.each([
-    ['fallback', { 200: 3, 429: 2 }, 'fallback'],
-    ['allow', { 200: 5 }, 'allow'],
-    ['deny', { 429: 5 }, 'deny'],
-  ] as const)('onStoreError "%s" while Redis is down', (policy, expected, source) => {
-    it(`answers ${JSON.stringify(expected)} for 5 requests of one client with max 3, logging the failure once`, async () => {
-      await start(connect, policy, 3)
-      await redis.kill('SIGKILL')
-      const replies = []
-      for (let i = 0; i < 5; i++) replies.push(await get(url, { headers: { 'X-Forwarded-For': '192.0.2.1' } }))
-      const statuses: Record<number, number> = {}
-      for (const r of replies) statuses[r.status] = (statuses[r.status] ?? 0) + 1
-      expect(statuses).toEqual(expected)
-      const decisions = timer.decisions()
-      expect(decisions).toHaveLength(5)
-      for (const d of decisions) expect(d.ownMs).toBeLessThan(DEADLINE_MS + MARGIN_MS)
-      for (const r of replies) {
-        if (r.status === 200) expect(r.body).toBe(source)
-        else expect(r.headers['retry-after']).toBeDefined()
-      }
-      expect(events.storeError).toBeGreaterThanOrEqual(1)
-      expect(logs).toEqual([storeFailed(policy)])
+  describe.each(CLIENTS)('through %s', (_client, connect) => {
+    describe('Redis failures under load (default policy: fall back to memory)', () => {
+      it('SIGKILL: no request waits past the deadline, none fails, the outage is logged once, and decisions return to Redis after a restart', async () => {
+        await start(connect, 'fallback')
+        const load = loadLoop(url, { concurrency: 20, maxMs: 8000, maxRequests: 20_000, headers: byClient })
+        await sleep(400)
+        await redis.kill('SIGKILL')
+        const killedAt = Date.now()
+        await sleep(1200)
+        await redis.restart()
+        const recoveredIn = await waitForSource('store', 5000)
+        // Load goes on a little after the recovery: a store that answers again must not log again.
+        await sleep(300)
+        await load.stop()
+        const during = load.samples.filter((s) => s.at > killedAt)
+        const report = summary(load.samples)
+        const decided = timing()
+        console.info(
+          'SIGKILL under load:',
+          JSON.stringify({ http: report, decisions: decided, duringOutage: summary(during), recoveredInMs: recoveredIn }),
+        )
+        expect(load.errors).toEqual([])
+        expect(report.statuses[500]).toBeUndefined()
+        expect(report.statuses[200]).toBe(report.n)
+        // Every request of the load was decided, and timed, by the limiter (plus waitForSource's).
+        expect(decided.n).toBeGreaterThanOrEqual(report.n)
+        expect(decided.maxMs).toBeLessThan(DEADLINE_MS + MARGIN_MS)
+        expect(report.sources.fallback).toBeGreaterThan(0)
+        expect(report.sources.store).toBeGreaterThan(0)
+        expect(events.fallback).toBeGreaterThanOrEqual(report.sources.fallback!)
+        expect(events.recover).toBe(1)
+        // Logs are per outage, not per request: thousands of requests fell back here (hundreds on a slow
+        // machine or under --detectOpenHandles), through many failed store calls, and the application's
+        // log got one error when the outage began and one warning when it ended.
+        expect(report.sources.fallback).toBeGreaterThan(100)
+        expect(events.storeError).toBeGreaterThan(1)
+        expect(logs).toEqual([storeFailed('fallback'), storeBack])
+        expect(unhandled).toEqual([])
+      })
+
+      it('SIGSTOP longer than the deadline: same guarantees, logged once, and recovery after SIGCONT', async () => {
+        await start(connect, 'fallback')
+        const load = loadLoop(url, { concurrency: 20, maxMs: 8000, maxRequests: 20_000, headers: byClient })
+        await sleep(400)
+        redis.freeze()
+        const frozenAt = Date.now()
+        await sleep(1500)
+        redis.thaw()
+        const recoveredIn = await waitForSource('store', 5000)
+        await sleep(300)
+        await load.stop()
+        const report = summary(load.samples)
+        const decided = timing()
+        console.info(
+          'SIGSTOP under load:',
+          JSON.stringify({
+            http: report,
+            decisions: decided,
+            duringFreeze: summary(load.samples.filter((s) => s.at > frozenAt)),
+            recoveredInMs: recoveredIn,
+          }),
+        )
+        expect(load.errors).toEqual([])
+        expect(report.statuses[200]).toBe(report.n)
+        expect(decided.n).toBeGreaterThanOrEqual(report.n)
+        expect(decided.maxMs).toBeLessThan(DEADLINE_MS + MARGIN_MS)
+        expect(report.sources.fallback).toBeGreaterThan(100)
+        expect(events.recover).toBe(1)
+        // The freeze shows up as timeouts rather than refused connections: still one line each way.
+        expect(logs).toEqual([storeFailed('fallback'), storeBack])
+        expect(unhandled).toEqual([])
+      })
+    })
+
+    describe.each([
+      ['fallback', { 200: 3, 429: 2 }, 'fallback'],
+      ['allow', { 200: 5 }, 'allow'],
+      ['deny', { 429: 5 }, 'deny'],
+    ] as const)('onStoreError "%s" while Redis is down', (policy, expected, source) => {
+      it(`answers ${JSON.stringify(expected)} for 5 requests of one client with max 3, logging the failure once`, async () => {
+        await start(connect, policy, 3)
+        await redis.kill('SIGKILL')
+        const replies = []
+        for (let i = 0; i < 5; i++) replies.push(await get(url, { headers: { 'X-Forwarded-For': '192.0.2.1' } }))
+        const statuses: Record<number, number> = {}
+        for (const r of replies) statuses[r.status] = (statuses[r.status] ?? 0) + 1
+        expect(statuses).toEqual(expected)
+        const decisions = timer.decisions()
+        expect(decisions).toHaveLength(5)
+        for (const d of decisions) expect(d.ownMs).toBeLessThan(DEADLINE_MS + MARGIN_MS)
+        for (const r of replies) {
+          if (r.status === 200) expect(r.body).toBe(source)
+          else expect(r.headers['retry-after']).toBeDefined()
+        }
+        expect(events.storeError).toBeGreaterThanOrEqual(1)
+        expect(logs).toEqual([storeFailed(policy)])
+      })
     })
   })
 })

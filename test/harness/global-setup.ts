@@ -1,6 +1,7 @@
 import { Redis } from 'ioredis'
 import { TEST_REDIS_URL_ENV } from './redis'
 import { type RedisServer, startRedisServer } from './redis-server'
+import { testServers } from './servers'
 
 /**
  * Where setup leaves the server it started, for global-teardown.ts. jest runs both in its main
@@ -69,7 +70,8 @@ export default async function globalSetup(): Promise<void> {
     process.env[TEST_REDIS_URL_ENV] = external
     return
   }
-  const server = await startRedisServer()
+  // The first server of the matrix (servers.ts), which the suites that run on each server use as is.
+  const server = await startRedisServer({ bin: testServers()[0]!.bin })
   ;(globalThis as GlobalWithServer)[GLOBAL_SERVER_KEY] = server
   // jest forks its workers after globalSetup, so they inherit this (checked with -w 2 and -i).
   process.env[TEST_REDIS_URL_ENV] = server.url

@@ -16,6 +16,12 @@ export const MISSING_REDIS_SERVER_MESSAGE =
 
 export interface StartRedisServerOptions {
   /**
+   * The server binary: a path, or a name looked up on PATH (a redis-server-compatible one, e.g. a
+   * `valkey-server`; see servers.ts for the test matrix).
+   * @default "redis-server"
+   */
+  bin?: string
+  /**
    * Port to listen on. If it is briefly busy the start is retried for up to 2 s.
    * @default a free port picked by the OS (a fresh one is picked if another process grabs it first)
    */
@@ -418,7 +424,12 @@ function validateOptions(options: StartRedisServerOptions): void {
  */
 export async function startRedisServer(options: StartRedisServerOptions = {}): Promise<RedisServer> {
   validateOptions(options)
-  const bin = await requireBinary('redis-server', MISSING_REDIS_SERVER_MESSAGE)
+  const bin = options.bin?.includes('/')
+    ? options.bin
+    : await requireBinary(
+        options.bin ?? 'redis-server',
+        options.bin === undefined ? MISSING_REDIS_SERVER_MESSAGE : `${options.bin} is not on PATH`,
+      )
   const readyTimeoutMs = options.readyTimeoutMs ?? DEFAULT_READY_TIMEOUT_MS
   const dir = await mkdtemp(join(tmpdir(), 'tollgate-redis-'))
   try {

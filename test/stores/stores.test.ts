@@ -1,5 +1,5 @@
 import { type Decision, Limiter, MAX_BATCH_KEYS, MemoryStore, RedisStore } from '@tollgate/core'
-import type { Redis } from 'ioredis'
+import { Redis as IORedis, type Redis } from 'ioredis'
 import type { RedisClientType } from 'redis'
 import {
   closeNodeRedis,
@@ -11,40 +11,55 @@ import {
   scanKeys,
   testPrefix,
 } from '../harness/redis'
+import { serverUrl, testServers } from '../harness/servers'
 import { storeContract } from './store-contract'
 
 let client: Redis
-/** The same server through node-redis (the `redis` package); keys are checked through `client` either way. */
-let nodeRedis: RedisClientType
 beforeAll(async () => {
   client = newRedisClient()
   await client.ping()
-  nodeRedis = await newNodeRedisClient()
 })
 afterAll(async () => {
-  closeNodeRedis(nodeRedis)
   await quitClient(client)
 })
 
 storeContract('memory', () => ({ store: new MemoryStore({ sweepIntervalMs: 0 }), prefix: 'm:' }), { sameAsMemory: false })
-storeContract('Redis', () => ({ store: new RedisStore({ client, timeout: '2s' }), prefix: testPrefix('contract') }), {
-  redis: () => client,
+describe.each(testServers())('on $name', (server) => {
+  const url = serverUrl(server)
+  let redis: Redis
+  let nodeRedisClient: RedisClientType
+  beforeAll(async () => {
+    redis = new IORedis(url(), { maxRetriesPerRequest: 1, connectTimeout: 2000, disconnectTimeout: 0 })
+    await redis.ping()
+    nodeRedisClient = await newNodeRedisClient(url())
+  })
+  afterAll(async () => {
+    closeNodeRedis(nodeRedisClient)
+    await quitClient(redis)
+  })
+
+  storeContract('Redis', () => ({ store: new RedisStore({ client: redis, timeout: '2s' }), prefix: testPrefix('contract') }), {
+    redis: () => redis,
+  })
+  storeContract(
+    'Redis, unbatched',
+    () => ({ store: new RedisStore({ client: redis, batch: false, timeout: '2s' }), prefix: testPrefix('contract-nobatch') }),
+    { redis: () => redis },
+  )
+  storeContract(
+    'Redis through node-redis',
+    () => ({ store: new RedisStore({ client: nodeRedisClient, timeout: '2s' }), prefix: testPrefix('contract-node-redis') }),
+    { redis: () => redis },
+  )
+  storeContract(
+    'Redis through node-redis, unbatched',
+    () => ({
+      store: new RedisStore({ client: nodeRedisClient, batch: false, timeout: '2s' }),
+      prefix: testPrefix('contract-node-redis-nobatch'),
+    }),
+    { redis: () => redis },
+  )
 })
-storeContract(
-  'Redis, unbatched',
-  () => ({ store: new RedisStore({ client, batch: false, timeout: '2s' }), prefix: testPrefix('contract-nobatch') }),
-  { redis: () => client },
-)
-storeContract(
-  'Redis through node-redis',
-  () => ({ store: new RedisStore({ client: nodeRedis, timeout: '2s' }), prefix: testPrefix('contract-node-redis') }),
-  { redis: () => client },
-)
-storeContract(
-  'Redis through node-redis, unbatched',
-  () => ({ store: new RedisStore({ client: nodeRedis, batch: false, timeout: '2s' }), prefix: testPrefix('contract-node-redis-nobatch') }),
-  { redis: () => client },
-)
 
 /** The client, recording how many keys (INCRBY + PEXPIRE pairs) each transaction carries. */
 function countingMulti(seen: number[]): Redis {

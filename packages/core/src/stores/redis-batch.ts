@@ -187,8 +187,8 @@ export class FixedWindowBatcher {
       state.sender = tx
       reply = tx.send(entries)
     } catch (error) {
-      if (state.retried) this.finish(state, storeError(error))
-      else fail(entries, storeError(error))
+      if (state.retried) this.finish(state, storeError(error, this.causes))
+      else fail(entries, storeError(error, this.causes))
       return false
     }
     reply.then(
@@ -213,19 +213,19 @@ export class FixedWindowBatcher {
         // already on the target), with ASKING on the node the ASK names: a fresh slot map would still
         // send it to the source, which answers ASK again for as long as the migration lasts.
         const redirect = this.perKey && !state.retried ? redirectOf(error) : undefined
-        if (redirect === undefined) return this.finish(state, storeError(error))
+        if (redirect === undefined) return this.finish(state, storeError(error, this.causes))
         state.retried = true
         const target = askTarget(error)
         const onTarget = target === undefined ? undefined : askingTransaction((tx as { redis?: unknown }).redis, target)
         if (onTarget !== undefined) {
-          if (state.deadlineAt - Date.now() < MIN_LEFT_MS) return this.finish(state, storeError(error))
+          if (state.deadlineAt - Date.now() < MIN_LEFT_MS) return this.finish(state, storeError(error, this.causes))
           this.transact(state, onTarget)
           return
         }
         void prepareRetry(redirect, (tx as { redis?: unknown }).redis, state.deadlineAt).then((go) => {
           if (state.settled) return
           if (go) this.transact(state)
-          else this.finish(state, storeError(error))
+          else this.finish(state, storeError(error, this.causes))
         })
       },
     )

@@ -43,8 +43,16 @@ export class Expiry {
 export interface FailureCauses {
   /** The client's last connection error, while it is not connected (cleared once it is ready). */
   connectionError(): Error | undefined
-  /** The commands the Redis user may not run, as a sentence, when known (see redis-checks.ts). */
-  refusedCommands(): string | undefined
+  /**
+   * What the Redis user may not do (commands, a key outside its key pattern), as a sentence, when
+   * known (see redis-checks.ts); learnt from `cause`, a failed call's error, when given.
+   */
+  refusedCommands(cause?: unknown): string | undefined
+  /**
+   * For a refusal that does not say what was refused (a command refused inside a script): starts
+   * finding out, and settles once it is known. Undefined when there is nothing to wait for.
+   */
+  explain?(cause: unknown): Promise<void> | undefined
 }
 
 export function timeoutError(ms: number, causes?: FailureCauses): TollgateError {
@@ -71,8 +79,8 @@ function describeCause(cause: unknown, causes: FailureCauses | undefined): strin
     const reasons = new Set(previous.map((e) => (e instanceof Error ? e.message : describeValue(e))))
     message = `${[...reasons].join('; ')} (${message})`
   }
-  if (/NOPERM|can't run this command/.test(message)) {
-    const refused = causes?.refusedCommands()
+  if (/NOPERM|no permissions|can't run this command|ACL failure/i.test(message)) {
+    const refused = causes?.refusedCommands(cause)
     if (refused !== undefined) message += `; ${refused}`
   } else {
     const connection = causes?.connectionError()
@@ -90,6 +98,7 @@ export function describeConnectionError(error: Error): string {
 
 /** `promise`, or a TG_STORE_TIMEOUT rejection after `ms`; a failure becomes a storeError. */
 export function withDeadline<T>(promise: Promise<T>, ms: number, causes?: FailureCauses, coldStart?: ColdStart): Promise<T> {
+  const started = Date.now()
   return new Promise<T>((resolve, reject) => {
     const expiry = expire(ms, (waited) => reject(timeoutError(waited, causes)), coldStart)
     promise.then(
@@ -100,7 +109,14 @@ export function withDeadline<T>(promise: Promise<T>, ms: number, causes?: Failur
       },
       (error) => {
         expiry.clear()
-        reject(storeError(error, causes))
+        // A refusal that does not name what was refused is named once that is known, within the deadline.
+        const explained = causes?.explain?.(error)
+        if (explained === undefined) return reject(storeError(error, causes))
+        const wait = setTimeout(() => reject(storeError(error, causes)), Math.max(0, started + ms - Date.now()))
+        void explained.then(() => {
+          clearTimeout(wait)
+          reject(storeError(error, causes))
+        })
       },
     )
   })

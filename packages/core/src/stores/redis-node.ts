@@ -92,6 +92,17 @@ function isNoScript(error: unknown): boolean {
   return error instanceof Error && error.message.startsWith('NOSCRIPT')
 }
 
+/**
+ * A failed script call's error carrying the command, as ioredis's errors do (`command`): redis-checks.ts
+ * reads a refused script's keys from it.
+ */
+function withCommand(error: unknown, name: string, args: string[]): unknown {
+  if (error instanceof Error && (error as { command?: unknown }).command === undefined) {
+    Object.defineProperty(error, 'command', { value: { name, args }, configurable: true })
+  }
+  return error
+}
+
 /** node-redis's MULTI replies as ioredis's [error, value] pairs; a MultiErrorReply carries every reply (`replies`). */
 function pairs(replies: unknown): Array<[Error | null, unknown]> | null {
   if (replies === null) return null
@@ -213,9 +224,11 @@ export class NodeRedisAdapter implements WatchedClient {
     const run = (numberOfKeys: string | number, ...rest: Array<string | number>): Promise<unknown> => {
       const tail = [String(numberOfKeys), ...rest.map(String)]
       const key = Number(numberOfKeys) > 0 ? tail[1] : undefined
-      return this.send(key, ['EVALSHA', sha, ...tail]).catch((error: unknown) => {
-        if (!isNoScript(error)) throw error
-        return this.send(key, ['EVAL', lua, ...tail])
+      return this.send(key, ['EVALSHA', sha, ...tail]).then(undefined, (error: unknown) => {
+        if (!isNoScript(error)) throw withCommand(error, 'evalsha', [sha, ...tail])
+        return this.send(key, ['EVAL', lua, ...tail]).then(undefined, (e: unknown) => {
+          throw withCommand(e, 'eval', [lua, ...tail])
+        })
       })
     }
     ;(this as unknown as Record<string, unknown>)[name] = run
@@ -254,7 +267,13 @@ export class NodeRedisAdapter implements WatchedClient {
     return master === undefined ? `slot ${slot}` : `${master.host}:${master.port}`
   }
 
-  // WatchedClient (redis-checks.ts): the preload, the ACL probe, the eviction check, connection errors.
+  // WatchedClient (redis-checks.ts): the preload, the eviction check, refusals, connection errors.
+
+  /** The ACL user the client logs in as, in ioredis's shape (node-redis's `options.username`, also set from a URL). */
+  get options(): { username?: unknown } {
+    const options = (this.client as { options?: { username?: unknown; defaults?: { username?: unknown } } }).options
+    return { username: options?.username ?? options?.defaults?.username }
+  }
 
   on(event: string, listener: (...args: never[]) => void): unknown {
     // A Cluster's per-node errors are 'node-error' (ioredis: 'node error'); it is ready once it has

@@ -25,7 +25,7 @@ export interface ResettableClient {
 /** An ioredis Cluster node: an ioredis client to one master. */
 export interface ClusterNodeLike {
   readonly status?: string
-  readonly options?: { readonly host?: string; readonly port?: number }
+  readonly options?: { readonly host?: string; readonly port?: number; readonly username?: unknown }
   disconnect?(reconnect?: boolean): void
 }
 
