@@ -1,7 +1,7 @@
 import { TollgateError } from './errors'
 
 /*
- * One method decorator for both of TypeScript's decorator modes (issue 13). Standard (TC39, TypeScript 5
+ * One method decorator for both of TypeScript's decorator modes. Standard (TC39, TypeScript 5
  * without experimentalDecorators) calls it as (method, context) and takes the returned function;
  * legacy (experimentalDecorators: NestJS, routing-controllers, SWC, esbuild) calls it as
  * (target, key, descriptor) and takes the returned descriptor. A legacy decorator that returns a

@@ -45,7 +45,7 @@ const hooks = {
   diagnose(req: Request): string | null | undefined {
     const trust = req.app.get('trust proxy')
     // true makes req.ip the leftmost X-Forwarded-For entry, which any client can write, even through
-    // a proxy that appends to the header (issue 12). It is never needed: a hop count or the proxies'
+    // a proxy that appends to the header. It is never needed: a hop count or the proxies'
     // addresses say the same for honest traffic, so this is warned at the first request.
     if (trust === true) {
       return `Express "trust proxy" is true, so req.ip is the leftmost X-Forwarded-For entry, which any client can write: a client that varies it is never limited. Trust only your proxies: app.set('trust proxy', <number of proxies>) or their addresses (e.g. 1 behind one proxy, 'loopback' for a proxy on this host).`

@@ -69,7 +69,7 @@ function problem(request: FastifyRequest): string | null | undefined {
   }
   const trust = trustProxyOption(request.server)
   // true makes request.ip the leftmost X-Forwarded-For entry, which any client can write, even through
-  // a proxy that appends to the header (issue 12). The proxies' addresses say the same for honest
+  // a proxy that appends to the header. The proxies' addresses say the same for honest
   // traffic, so this is warned at the first request.
   if (trust === true) {
     return `the fastify trustProxy option is true, so request.ip is the leftmost X-Forwarded-For entry, which any client can write: a client that varies it is never limited. Trust only your proxies' addresses: ${USE_ADDRESSES}.`
@@ -114,7 +114,7 @@ const io: ResponseIO<FastifyRequest, FastifyReply> = {
   },
   raw: (reply) => reply.raw,
   // inject() ends a response without writing it anywhere, so writableFinished stays false on 'close'
-  // and every response would read as cut off (issue 14). 'finish' means finished under real HTTP and
+  // and every response would read as cut off. 'finish' means finished under real HTTP and
   // inject() alike, and comes before inject() resolves, so a test's next request sees the refund.
   completion(reply, done) {
     const raw = reply.raw

@@ -104,7 +104,7 @@ export function routeLimitBuilder(
         'TG_INVALID_OPTION',
       )
     }
-    // The plugin's store instance unless the route names one (issue 14): the prefix keeps counts apart.
+    // The plugin's store instance unless the route names one: the prefix keeps counts apart.
     merged.store ??= parent.store
     const entry = { hook: hookOption(merged.hook), fn: asHook(limit(merged, ROUTE_KEYS, hooks).run) }
     if (group !== undefined) groups.set(group, { ...entry, own })

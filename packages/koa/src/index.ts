@@ -44,7 +44,7 @@ const hooks: AdapterHooks<Context> = {
     if (app.proxy) {
       // Koa trusts the header from any peer; app.maxIpsCount is its only way to say how many entries
       // its proxies wrote. At 0 (the default) ctx.ip is the leftmost entry, which the client writes
-      // whenever a proxy appends to the header (issue 12). A count states the setup: nothing to check.
+      // whenever a proxy appends to the header. A count states the setup: nothing to check.
       if (app.maxIpsCount > 0) return null
       // With one entry the leftmost is the rightmost: maxIpsCount would not change ctx.ip, and honest
       // traffic through one proxy looks like this, so only more entries are worth a warning.

@@ -15,7 +15,7 @@ import type { Windows } from './windows'
  * A sorted set cannot be created with a TTL, so the writes go PEXPIRE first (re-arming an existing
  * log), then ZADD, then PEXPIRE again for a log the ZADD created. A user who may not run PEXPIRE is
  * refused before anything is written, and one who may not run ZADD leaves the TTL re-armed: a script is
- * not rolled back when Redis refuses one of its commands, and no refusal can leave a log without a TTL (#12).
+ * not rolled back when Redis refuses one of its commands, and no refusal can leave a log without a TTL.
  */
 const SLIDING_LOG_SCRIPT = `${LUA_HEAD}
 for i = 1, n do

@@ -19,8 +19,8 @@ export interface Cell {
  * Counts per window length, for the two window algorithms and the batched fixed window of the memory
  * store, without a timer or an expiry per key. A fixed window's map keeps each client's cell from one
  * window to the next and sets it back to 0 at the client's first count in the new one, so a client
- * that returns window after window costs one lookup, never a new entry in a growing map (issue 17:
- * that insert was the memory store's largest cost with 10,000 clients). Cells of clients that did not
+ * that returns window after window costs one lookup, never a new entry in a growing map (with
+ * 10,000 clients, that insert was the memory store's largest cost). Cells of clients that did not
  * return are dropped by the sweep (prune), by the first count of a full map in each window (`held`),
  * and all at once when a window length goes unused for a whole window. Once a sliding window uses the
  * length, the map is replaced at each window instead, the ended one kept as `previous`. There is no

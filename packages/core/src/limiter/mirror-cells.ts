@@ -25,7 +25,7 @@ export interface MirrorEntry {
  * client key. The counts stay here, not in the fallback store, until the fallback is about to decide
  * for the client (`handOver`): on healthy traffic, mirroring a count is a comparison, where putting
  * every count in the fallback store cost one more lookup in a map of every client per client and
- * window (issue 17). The fallback then starts from the count the store last returned, as before.
+ * window. The fallback then starts from the count the store last returned, as before.
  */
 export class MirrorCells {
   private entries = new Map<string, MirrorEntry>()

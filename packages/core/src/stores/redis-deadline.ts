@@ -36,7 +36,7 @@ export class Expiry {
 }
 
 /**
- * What a store has learnt about its client that a failure's own error does not say (#12): a TLS
+ * What a store has learnt about its client that a failure's own error does not say: a TLS
  * failure shows only as a connection 'error' event, while the call itself just runs out of time; a
  * script refused by ACL says "can't run this command" without naming it.
  */

@@ -5,7 +5,7 @@ import { keySlot } from './redis-slots'
 
 /*
  * node-redis (the `redis` package, v4 and v5: `createClient`, `createCluster`) presented to RedisStore
- * through the ioredis-shaped RedisClientLike it already speaks (issue 15), so the store, its batcher,
+ * through the ioredis-shaped RedisClientLike it already speaks, so the store, its batcher,
  * its deadline and its checks run one code path for both clients. Detected once, at construction
  * (isNodeRedis); @tollgate/core never imports `redis`: these types are structural.
  *
