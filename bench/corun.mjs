@@ -21,9 +21,10 @@
 // alone. Use it to decide a small difference between two cases, or what a change is worth; the
 // headline figures stay run.mjs's.
 import { writeFileSync } from 'node:fs'
-import { resolve } from 'node:path'
+import { relative, resolve } from 'node:path'
 import { parseArgs } from 'node:util'
 import { baseOf, CASES, caseInfo, MODES } from './lib/cases.mjs'
+import { outBase, outHelp } from './lib/out.mjs'
 import {
   deadline,
   freePort,
@@ -56,7 +57,7 @@ const { values } = parseArgs({
 const USAGE =
   'usage: node bench/corun.mjs --cases A,B [--framework express] [--mode one|many|flood] [--rounds 12] [--seconds 4] [--warm 3] [--baseline DIR] [--out NAME]'
 if (values.help) {
-  console.log(USAGE)
+  console.log(`${USAGE}\n  ${outHelp('unset: the result is only printed')}`)
   process.exit(0)
 }
 const fail = (message) => {
@@ -198,7 +199,7 @@ const verdict = `A ÷ B: ${summary.estimate.toFixed(4)} (median ${summary.median
 console.log(verdict)
 
 if (values.out) {
-  const name = values.out.startsWith('RESULTS-') ? values.out : `RESULTS-corun-${values.out}`
+  const base = outBase(values.out)
   const meta = {
     date: started.toISOString(),
     node: process.version,
@@ -208,7 +209,7 @@ if (values.out) {
     warm: WARM,
     baseline: BASELINE || undefined,
   }
-  writeFileSync(resolve(import.meta.dirname, `${name}.json`), `${JSON.stringify({ meta, cases: PAIR, rounds, summary }, null, 2)}\n`)
+  writeFileSync(`${base}.json`, `${JSON.stringify({ meta, cases: PAIR, rounds, summary }, null, 2)}\n`)
   const md = [
     `# ${PAIR[0]} (A) against ${PAIR[1]} (B), at the same time on one core: ${FRAMEWORK}, ${MODE.label}`,
     '',
@@ -224,8 +225,8 @@ if (values.out) {
     ),
     '',
   ]
-  writeFileSync(resolve(import.meta.dirname, `${name}.md`), md.join('\n'))
-  console.log(`wrote bench/${name}.md and .json`)
+  writeFileSync(`${base}.md`, md.join('\n'))
+  console.log(`wrote ${relative(process.cwd(), base)}.md and .json`)
 }
 await stopAll()
 process.exit(0)

@@ -1,7 +1,16 @@
-// Prints the README/RESULTS headline table from a bench JSON: every framework x mode x store cell.
+// Prints the README's headline table from a bench JSON: every framework x mode x store cell.
+//
+//   node bench/headline.mjs [bench/RESULTS.json]
 import { readFileSync } from 'node:fs'
+import { join } from 'node:path'
 
-const d = JSON.parse(readFileSync(process.argv[2], 'utf8'))
+if (['-h', '--help'].includes(process.argv[2])) {
+  console.log(
+    "usage: node bench/headline.mjs [FILE.json]   the README's table (floor, Tollgate, best peer...) from a run's JSON (default bench/RESULTS.json)",
+  )
+  process.exit(0)
+}
+const d = JSON.parse(readFileSync(process.argv[2] ?? join(import.meta.dirname, 'RESULTS.json'), 'utf8'))
 const PEERS = {
   express: { memory: ['erl-memory', 'rlf-memory'], redis: ['erl-redis', 'rlf-redis'] },
   fastify: { memory: ['frl-memory'], redis: ['frl-redis'] },

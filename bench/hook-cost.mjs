@@ -26,10 +26,11 @@
 import { writeFileSync } from 'node:fs'
 import { IncomingMessage, request, ServerResponse } from 'node:http'
 import { createRequire } from 'node:module'
-import { join, resolve } from 'node:path'
+import { join, relative } from 'node:path'
 import { parseArgs } from 'node:util'
 import v8 from 'node:v8'
 import { picks } from './lib/cases.mjs'
+import { outBase, outHelp } from './lib/out.mjs'
 import { CLIENTS, median } from './lib/stats.mjs'
 
 const { values } = parseArgs({
@@ -38,14 +39,14 @@ const { values } = parseArgs({
     cycles: { type: 'string', default: '6' },
     ops: { type: 'string', default: '100000' },
     cases: { type: 'string', default: '' },
-    out: { type: 'string', default: 'RESULTS-hooks' },
+    out: { type: 'string', default: 'hook-cost' },
     help: { type: 'boolean', short: 'h' },
   },
 })
 const USAGE =
   'usage: node --expose-gc --min-semi-space-size=256 --max-semi-space-size=256 bench/hook-cost.mjs [--frameworks fastify,express,koa] [--cases LIST] [--cycles N] [--ops N] [--out NAME]'
 if (values.help) {
-  console.log(USAGE)
+  console.log(`${USAGE}\n  ${outHelp('hook-cost')}`)
   process.exit(0)
 }
 if (typeof globalThis.gc !== 'function') {
@@ -351,11 +352,9 @@ for (const framework of FRAMEWORKS) {
   }
 }
 const md = lines.join('\n')
-writeFileSync(resolve(import.meta.dirname, `${values.out}.md`), md)
-writeFileSync(
-  resolve(import.meta.dirname, `${values.out}.json`),
-  `${JSON.stringify({ cycles: CYCLES, ops: OPS, node: process.version, results }, null, 1)}\n`,
-)
+const base = outBase(values.out)
+writeFileSync(`${base}.md`, md)
+writeFileSync(`${base}.json`, `${JSON.stringify({ cycles: CYCLES, ops: OPS, node: process.version, results }, null, 1)}\n`)
 console.log(md)
-console.error(`wrote bench/${values.out}.md and .json in ${((Date.now() - started) / 1000).toFixed(0)} s`)
+console.error(`wrote ${relative(process.cwd(), base)}.md and .json in ${((Date.now() - started) / 1000).toFixed(0)} s`)
 process.exit(0)

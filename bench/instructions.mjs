@@ -52,9 +52,10 @@ import { execFileSync } from 'node:child_process'
 import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { Agent, request } from 'node:http'
 import { tmpdir } from 'node:os'
-import { join, resolve } from 'node:path'
+import { join, relative, resolve } from 'node:path'
 import { parseArgs } from 'node:util'
 import { MODES, picks } from './lib/cases.mjs'
+import { outBase, outHelp } from './lib/out.mjs'
 import { deadline, freePort, installSignalHandlers, onCleanup, pinned, spawnTracked, stopAll, stopChild, which } from './lib/procs.mjs'
 import { CLIENTS, median } from './lib/stats.mjs'
 
@@ -68,7 +69,7 @@ const { values } = parseArgs({
     requests: { type: 'string', default: '20000' },
     clients: { type: 'string', default: String(CLIENTS.length) },
     'flood-window-ms': { type: 'string', default: String(MODES.flood.windowMs) },
-    out: { type: 'string', default: 'RESULTS-instructions' },
+    out: { type: 'string', default: 'instructions' },
     core: { type: 'string', default: '0' },
     'max-minutes': { type: 'string', default: '90' },
     symbols: { type: 'string', default: '0' },
@@ -80,6 +81,7 @@ if (values.help) {
   console.log(
     'usage: node bench/instructions.mjs [--frameworks fastify,express,koa] [--modes one,many,flood] [--cases LIST] [--rounds N] [--warm N] [--requests N] [--clients N] [--flood-window-ms MS] [--core N] [--symbols N] [--cache-sim] [--out NAME]',
   )
+  console.log(`  ${outHelp('instructions')}`)
   process.exit(0)
 }
 for (const tool of ['valgrind', 'callgrind_control']) {
@@ -508,12 +510,13 @@ for (const framework of values.frameworks.split(',')) {
   }
 }
 const md = lines.join('\n')
-writeFileSync(resolve(import.meta.dirname, `${values.out}.md`), md)
+const base = outBase(values.out)
+writeFileSync(`${base}.md`, md)
 writeFileSync(
-  resolve(import.meta.dirname, `${values.out}.json`),
+  `${base}.json`,
   `${JSON.stringify({ rounds: ROUNDS, warm: WARM, requests: REQUESTS, clients: POOL, node: process.version, results }, null, 1)}\n`,
 )
 console.log(md)
-console.error(`wrote bench/${values.out}.md and .json`)
+console.error(`wrote ${relative(process.cwd(), base)}.md and .json`)
 await stopAll()
 process.exit(0)

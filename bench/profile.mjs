@@ -6,7 +6,7 @@
 // µs of server time per request. Cases run one server at a time, interleaved, for --rounds rounds.
 //
 //   node bench/profile.mjs [--framework fastify] [--cases floor,minimal,tollgate-memory] [--rounds 3]
-//                          [--mode one|many|flood] [--seconds 10] [--warm 5] [--top 25] [--out RESULTS-profile-fastify]
+//                          [--mode one|many|flood] [--seconds 10] [--warm 5] [--top 25] [--out profile-fastify]
 //
 // --mode many loads with the HTTP bench's many-clients script (10,000 client IPs by X-Forwarded-For);
 // a Redis case (tollgate-redis, minimal-redis, …) gets a redis-server of its own on core 1, next to wrk,
@@ -23,9 +23,10 @@
 import { execFileSync, spawn } from 'node:child_process'
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
-import { join, resolve } from 'node:path'
+import { join, relative, resolve } from 'node:path'
 import { parseArgs } from 'node:util'
 import { CASES as CASE_INFO, MODES } from './lib/cases.mjs'
+import { outBase, outHelp } from './lib/out.mjs'
 import {
   deadline,
   freePort,
@@ -60,6 +61,7 @@ if (values.help) {
   console.log(
     'usage: node bench/profile.mjs [--framework fastify] [--cases floor,minimal,tollgate-memory] [--rounds 3] [--mode one|many|flood] [--seconds 10] [--warm 5] [--top 25] [--out NAME]',
   )
+  console.log(`  ${outHelp('profile-<framework>', 'NAME.md')}`)
   process.exit(0)
 }
 for (const tool of ['perf', 'wrk', 'taskset']) {
@@ -89,7 +91,7 @@ const redisServer = CASES.some((c) => CASE_INFO[c].redis) ? await startRedis(1) 
 const ROUNDS = Number(values.rounds)
 const SECONDS = Number(values.seconds)
 const HZ = 4999
-const OUT = values.out || `RESULTS-profile-${FRAMEWORK}`
+const OUT = outBase(values.out || `profile-${FRAMEWORK}`)
 const work = mkdtempSync(join(tmpdir(), 'tollgate-profile-'))
 onCleanup(() => rmSync(work, { recursive: true, force: true }))
 
@@ -281,8 +283,8 @@ for (const other of CASES.slice(0, -1)) {
   }
 }
 const md = `${lines.join('\n')}\n`
-writeFileSync(resolve(import.meta.dirname, `${OUT}.md`), md)
+writeFileSync(`${OUT}.md`, md)
 console.log(md)
-console.error(`wrote bench/${OUT}.md`)
+console.error(`wrote ${relative(process.cwd(), OUT)}.md`)
 await stopAll()
 process.exit(0)

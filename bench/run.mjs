@@ -2,19 +2,20 @@
 // Tollgate HTTP benchmark: bare server vs Tollgate vs the peer libraries, per framework, in three
 // modes, with wrk. See bench/README.md for what is measured and how to read the table.
 //
-//   npm run bench                       full run (~11 min)
-//   npm run bench -- --quick            development run (~2-3 min)
-//   npm run bench -- --help             all knobs
+//   npm run bench                       full run (~17 min): rewrites bench/RESULTS.{md,json} and the charts
+//   npm run bench -- --quick            development run (~2-3 min), to bench/out/
+//   npm run bench -- --help             all knobs, and the other benchmarks (npm run bench -- store, ...)
 import { execFile } from 'node:child_process'
 import { existsSync, readFileSync, writeFileSync } from 'node:fs'
 import { request } from 'node:http'
 import os from 'node:os'
-import { dirname, join, relative, resolve } from 'node:path'
+import { basename, dirname, join, relative, resolve } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { parseArgs } from 'node:util'
 import { describeTree, inside } from './lib/baseline.mjs'
 import { baseOf, CASES, caseInfo, FRAMEWORKS, MODES, picks, withTwins } from './lib/cases.mjs'
 import { renderCharts } from './lib/chart.mjs'
+import { outBase } from './lib/out.mjs'
 import {
   canPin,
   checkTools,
@@ -32,6 +33,7 @@ import {
   waitForLine,
 } from './lib/procs.mjs'
 import { renderMarkdown } from './lib/report.mjs'
+import { runSubcommand, SUBCOMMANDS, subcommandHelp } from './lib/subcommands.mjs'
 import { runWrk } from './lib/wrk.mjs'
 
 const BENCH_DIR = dirname(fileURLToPath(import.meta.url))
@@ -44,6 +46,12 @@ const SETTLE_MS = 100
 // Configuration: defaults < --quick < environment < command line.
 
 const HELP = `Usage: npm run bench -- [options]      (or: node bench/run.mjs [options])
+       npm run bench -- <benchmark> [its options]     (each takes --help)
+
+The HTTP benchmark: every case's server driven by wrk, interleaved with a bare server of the same
+framework (see bench/README.md). A full run rewrites the results page, bench/RESULTS.md, with
+RESULTS.json and RESULTS-<framework>.svg; any other run writes to bench/out/, which git ignores.
+
 
   --quick                 development run: 2 cycles of 1 s slices (~2-3 min)      BENCH_QUICK=1
   --cycles N              measurement cycles (default 5; alternately forward/reverse)  BENCH_CYCLES
@@ -63,8 +71,10 @@ const HELP = `Usage: npm run bench -- [options]      (or: node bench/run.mjs [op
   --listed-order          run a group's servers in the order --cases lists them (bare first), not
                           the framework's: a case then takes another place in the forward/reverse
                           cycles, to check what the place does to it           BENCH_LISTED_ORDER=1
-  --out NAME              results base name in bench/ (default RESULTS-latest, or RESULTS-quick
-                          with --quick); writes NAME.md and NAME.json             BENCH_OUT
+  --out NAME              writes NAME.md, NAME.json and NAME-<framework>.svg in bench/out/, which
+                          git ignores (a path with a / is used as given). Default: the results
+                          page, bench/RESULTS; with --quick bench/out/RESULTS-quick, and with
+                          --frameworks, --modes or --cases narrowing the run bench/out/RESULTS-focus  BENCH_OUT
   --max-minutes M         hard time limit for the whole run (default 25 per run; quick 8)  BENCH_MAX_MINUTES
   --baseline DIR          before/after: also run every Tollgate case with Tollgate built in DIR
                           (another checkout, npm ci + npm run build done there), as
@@ -76,6 +86,9 @@ const HELP = `Usage: npm run bench -- [options]      (or: node bench/run.mjs [op
 Cases: ${Object.entries(FRAMEWORKS)
   .map(([fw, cs]) => `\n  ${fw.padEnd(8)} ${cs.join(', ')}`)
   .join('')}
+
+Other benchmarks (npm run bench -- <name> [options]; each script also runs on its own):
+${subcommandHelp()}
 `
 
 function config() {
@@ -150,8 +163,17 @@ function config() {
       .map((s) => s.trim())
       .filter(Boolean),
     listedOrder: values['listed-order'] ?? truthy(env.BENCH_LISTED_ORDER ?? ''),
-    out: pick(values.out, 'BENCH_OUT', quick ? 'RESULTS-quick' : 'RESULTS-latest'),
+    out: '',
+    page: false,
     maxMinutes: 0,
+  }
+  // The results page is what a full run writes; a quick or narrowed run must not replace it with its smaller table.
+  const narrowed =
+    cfg.casesFilter.length > 0 || cfg.frameworks.length < Object.keys(FRAMEWORKS).length || cfg.modes.length < Object.keys(MODES).length
+  cfg.out = pick(values.out, 'BENCH_OUT', '')
+  if (!cfg.out) {
+    cfg.page = !quick && !narrowed
+    cfg.out = quick ? 'RESULTS-quick' : narrowed ? 'RESULTS-focus' : 'RESULTS'
   }
   cfg.maxMinutes = Number(pick(values['max-minutes'], 'BENCH_MAX_MINUTES', (quick ? 8 : 25) * cfg.runs))
   const baseline = pick(values.baseline, 'BENCH_BASELINE', '')
@@ -867,10 +889,12 @@ async function main() {
   const report = { meta, config: cfg, groups: results }
   if (cfg.baseline) report.beforeAfter = compareWithBaseline(results)
   const md = renderMarkdown(report)
-  const mdPath = resolve(BENCH_DIR, `${cfg.out}.md`)
-  const jsonPath = resolve(BENCH_DIR, `${cfg.out}.json`)
+  // Only the default full run writes the page in the tree; everything else goes to bench/out/ (lib/out.mjs).
+  const base = cfg.page ? join(BENCH_DIR, cfg.out) : outBase(cfg.out)
+  const mdPath = `${base}.md`
+  const jsonPath = `${base}.json`
   writeFileSync(mdPath, md)
-  for (const chart of renderCharts(report)) writeFileSync(resolve(BENCH_DIR, chart.file), chart.svg)
+  for (const chart of renderCharts(report, basename(base))) writeFileSync(join(dirname(base), chart.file), chart.svg)
   // Raw numbers, floats rounded to 4 decimals (µs and ratios do not need more).
   const round = (_k, v) => (typeof v === 'number' && !Number.isInteger(v) ? Math.round(v * 1e4) / 1e4 : v)
   writeFileSync(jsonPath, `${JSON.stringify(report, round, 1)}\n`)
@@ -884,4 +908,12 @@ async function main() {
   await shutdown(0)
 }
 
+// `npm run bench -- store ...`: another benchmark, by name (lib/subcommands.mjs).
+const first = process.argv[2]
+if (first && SUBCOMMANDS[first]) {
+  process.exit(await runSubcommand(first, process.argv.slice(3)))
+} else if (first && !first.startsWith('-')) {
+  process.stderr.write(`unknown benchmark ${first} (choose from ${Object.keys(SUBCOMMANDS).join(', ')}, or see --help)\n`)
+  process.exit(2)
+}
 await main()

@@ -31,9 +31,10 @@
 import { execFileSync } from 'node:child_process'
 import { existsSync, writeFileSync } from 'node:fs'
 import net from 'node:net'
-import { join, resolve } from 'node:path'
+import { join, relative, resolve } from 'node:path'
 import { parseArgs } from 'node:util'
 import { BASE_SUFFIX, describeTree, importFrom } from './lib/baseline.mjs'
+import { outBase } from './lib/out.mjs'
 import { canPin, checkTools, cpuMicros, deadline, installSignalHandlers, shutdown, startRedis } from './lib/procs.mjs'
 
 const { values } = parseArgs({
@@ -59,7 +60,8 @@ if (values.help) {
   --keys N           distinct keys (default 10000)                BENCH_KEYS
   --window-ms MS     fixed window length (default 1000)
   --variants LIST    plain,tollgate,tollgate-nobatch,tollgate-client,floor,floor-chained,floor-direct,floor-raw (default all)
-  --json PATH        also write the raw numbers as JSON
+  --json NAME        also write the raw numbers to bench/out/NAME.json, which git ignores
+                     (a path with a / is used as given)
   --baseline DIR     before/after: also run tollgate and tollgate-nobatch with the RedisStore
                      of DIR's @tollgate/core (a built checkout), as <variant>@base   BENCH_BASELINE
 `)
@@ -444,11 +446,12 @@ if (beforeAfter.length) {
 process.stdout.write(`\n${out.join('\n')}\n`)
 if (values.json) {
   const extra = trees ? { trees, beforeAfter } : {}
+  const path = `${outBase(values.json.replace(/\.json$/, ''))}.json`
   writeFileSync(
-    values.json,
+    path,
     `${JSON.stringify({ date: new Date().toISOString(), node: process.version, config: cfg, results, summary, ...extra }, null, 1)}\n`,
   )
-  log(`wrote ${values.json}`)
+  log(`wrote ${relative(process.cwd(), path)}`)
 }
 
 admin.disconnect()

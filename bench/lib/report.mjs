@@ -1,4 +1,5 @@
 // The Markdown report of an HTTP benchmark run.
+import { basename } from 'node:path'
 import { caseInfo, FRAMEWORKS, MODES, withTwins } from './cases.mjs'
 import { chartFile } from './chart.mjs'
 
@@ -88,6 +89,36 @@ function beforeAfter(rows, meta) {
   return out
 }
 
+/** What a reader needs before the tables: how the page came to be, how it was measured, how to read it. */
+function howToRead(cfg) {
+  const page = !cfg.quick && cfg.out === 'RESULTS'
+  return [
+    page
+      ? 'This page is written by `npm run bench` (a full run), with its JSON and one chart per framework beside it; ' +
+        '`npm run bench:charts` renders it again from the JSON. It is never edited by hand.'
+      : 'Written by `npm run bench`; see bench/README.md for the options.',
+    '',
+    '**How it is measured.** Every case is a server of its own, pinned to one core; wrk (one thread) and redis-server ' +
+      'run on the other. All servers of one framework and mode are up at once, and wrk visits them in short slices, ' +
+      'cycle after cycle, forward then reverse. The machine’s speed drifts from one second to the next, so each case is ' +
+      'compared with the bare server of its framework **in the same cycle**, seconds apart, and only those ratios are read: ' +
+      'absolute req/s compare only within one run. Each run checks what it measures (no non-2xx below the limit, ≥ 99% 429s ' +
+      'in a flood, the client IP taken from X-Forwarded-For with many clients and Redis keyed by it, no Redis command ' +
+      'from a memory case) and fails a case that does not pass.',
+    '',
+    '**How to read it.** `×` is a case’s throughput over bare’s in the same cycle, and `+µs` the server CPU time each ' +
+      'request adds over bare’s: medians over cycles, with (min…max) in the details. `+µs` is the steadier of the two and ' +
+      'the one to quote for cost; `×` is what a saturated server would lose. Trust a difference between two cases of one ' +
+      'framework and mode when their ranges do not overlap. The *floor* writes the same header fields and 429 with no ' +
+      'limiter logic and *minimal* adds a hand-written per-client count, so what lies between them and Tollgate is what ' +
+      'Tollgate’s own logic costs. To tell how far apart two servers of one build read on the machine at hand, run an ' +
+      'A/A check (`--baseline` with this checkout); a difference inside that needs more cycles (`--runs`, `--cycles`) or ' +
+      'the steadier instruments (`npm run bench -- instructions`, `profile`, `corun`). Every column is explained under ' +
+      'Details and in bench/README.md, “Reading the table”.',
+    '',
+  ]
+}
+
 export function renderMarkdown({ meta, config: cfg, groups, beforeAfter: comparison }) {
   const out = []
   const idsOf = (fw) => (cfg.baseline ? withTwins(FRAMEWORKS[fw]) : FRAMEWORKS[fw])
@@ -114,6 +145,7 @@ export function renderMarkdown({ meta, config: cfg, groups, beforeAfter: compari
         .join('; ')}.`,
   )
   out.push('')
+  out.push(...howToRead(cfg))
   if (meta.baseline) {
     out.push(`Before/after run: the \`@base\` cases run Tollgate from ${meta.baseline.text}; the others from ${meta.current.text}.`)
     out.push('')
@@ -157,7 +189,7 @@ export function renderMarkdown({ meta, config: cfg, groups, beforeAfter: compari
     // The SVG run.mjs writes beside this file (lib/chart.mjs).
     if (cfg.out) {
       out.push('')
-      out.push(`![${fw}: throughput relative to bare, per mode](${chartFile(cfg.out, fw)})`)
+      out.push(`![${fw}: throughput relative to bare, per mode](${chartFile(basename(cfg.out), fw)})`)
     }
   }
   out.push('')
