@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-// The client address on Express, in process: one read of Express's `req.ip` getter against core's
+// The client address on Express, in process: one read of Express's `req.ip` getter against
 // `expressIp` (what @tollgate/express reads), on requests made the way Express makes them (the app's
 // `app.request` prototype, X-Forwarded-For from a proxy on loopback), for Express 5 and Express 4.
 //
@@ -7,11 +7,11 @@
 //
 // Cases, interleaved over cycles (forward, then reverse), each over the 10,000 clients of the HTTP
 // bench round-robin: `header` reads the X-Forwarded-For header only (the loop's own cost), `req.ip`
-// the getter, `expressIp` core's function; every case checks the address it got. ns and bytes per
+// the getter, `expressIp` @tollgate/express's own read; every case checks the address it got. ns and bytes per
 // read as in hot-path.mjs (heap growth over a slice with no GC in it).
 import { createRequire } from 'node:module'
 import { parseArgs } from 'node:util'
-import { expressIp } from '@tollgate/core/adapter'
+import { expressIp } from '@tollgate/express/internal'
 import { median, slice } from './lib/slices.mjs'
 import { CLIENTS } from './lib/stats.mjs'
 

@@ -49,6 +49,7 @@ const TSCONFIG = {
       '@tollgate/core': ['packages/core/src/index.ts'],
       '@tollgate/core/adapter': ['packages/core/src/adapter.ts'],
       '@tollgate/express': ['packages/express/src/index.ts'],
+      '@tollgate/express/internal': ['packages/express/src/internal.ts'],
       '@tollgate/fastify': ['packages/fastify/src/index.ts'],
       '@tollgate/koa': ['packages/koa/src/index.ts'],
       '@tollgate/nestjs': ['packages/nestjs/src/index.ts'],

@@ -1,7 +1,7 @@
 import { createServer, type Server } from 'node:http'
 import { connect } from 'node:net'
-import { expressIp } from '@tollgate/core/adapter'
 import { rateLimit } from '@tollgate/express'
+import { expressIp } from '@tollgate/express/internal'
 import express from 'express'
 import express4 from 'express4'
 import { close, listen } from '../support/http'

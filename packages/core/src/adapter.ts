@@ -105,8 +105,6 @@ const refused = (): false => false
 
 export { isObject, type MethodDecorator, methodDecorator, missingRequest } from './decorators'
 export { invalidOption } from './errors'
-export { expressIp } from './express-ip'
-export { expressVisit, isExpressRequest, recordOnExpressRequest } from './express-requests'
 export { lowerHeaderName } from './headers'
 export type { Limiter } from './limiter/limiter'
 export type { Rejection } from './limiter/response'

@@ -3,17 +3,17 @@ import {
   adapterFunction,
   createGate,
   type Decision,
-  expressIp,
-  expressVisit,
   isObject,
   isThenable,
   type MethodDecorator,
   methodDecorator,
   missingRequest,
   type ResponseIO,
-  recordOnExpressRequest,
+  recordDecision,
 } from '@tollgate/core/adapter'
 import type { NextFunction, Request, Response } from 'express'
+import { expressIp } from './client-ip'
+import { expressVisit } from './visits'
 
 // The public API of @tollgate/core, so an app imports from one package.
 export * from '@tollgate/core'
@@ -40,7 +40,7 @@ export type RateLimitMiddleware = ((req: Request, res: Response, next: NextFunct
 }
 
 const hooks = {
-  // req.ip's own address, without the cost of Express's getter (core's express-ip.ts).
+  // req.ip's own address, without the cost of Express's getter (client-ip.ts).
   ip: (req: Request) => expressIp(req),
   diagnose(req: Request): string | null | undefined {
     const trust = req.app.get('trust proxy')
@@ -60,7 +60,10 @@ const hooks = {
 
 /** Express's side of the response sequence (core's adapter.ts runs it). */
 const io: ResponseIO<Request, Response> = {
-  record: (req, _res, decision) => recordOnExpressRequest(req, decision),
+  // Plain properties of the request, as express-rate-limit sets `req.rateLimit`: nothing is added to
+  // Express's prototypes, which every app in the process shares. Each property added to an Express
+  // request copies its hidden class (visits.ts), so these two are all a request gets.
+  record: (req, _res, decision) => recordDecision(req, decision),
   setHeaders(res, headers) {
     for (const name in headers) res.setHeader(name, headers[name]!)
   },
@@ -70,7 +73,7 @@ const io: ResponseIO<Request, Response> = {
     res.end(rejection.bytes)
   },
   raw: (res) => res,
-  // Kept off the request, with its decisions: adding a property to an Express request is slow (core's express-requests.ts).
+  // Marked in res.locals, not on the request (visits.ts).
   visit: expressVisit,
 }
 

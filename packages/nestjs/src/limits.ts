@@ -1,15 +1,7 @@
 import { Logger as NestLogger } from '@nestjs/common'
 import { Limiter, type LimiterOptions, type Logger, TollgateError } from '@tollgate/core'
-import {
-  type AdapterHooks,
-  createGate,
-  type Decision,
-  expressIp,
-  type Gate,
-  invalidOption,
-  isThenable,
-  nestedOptions,
-} from '@tollgate/core/adapter'
+import { type AdapterHooks, createGate, type Decision, type Gate, invalidOption, isThenable, nestedOptions } from '@tollgate/core/adapter'
+import { expressIp } from '@tollgate/express/internal'
 import type { RateLimitMetadata } from './decorators'
 import { io, keepRefusal, type NestRequest } from './platform'
 

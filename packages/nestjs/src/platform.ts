@@ -1,15 +1,6 @@
 import type { ServerResponse } from 'node:http'
-import {
-  type Decision,
-  expressVisit,
-  firstVisit,
-  isExpressRequest,
-  lowerHeaderName,
-  type Rejection,
-  type ResponseIO,
-  recordDecision,
-  recordOnExpressRequest,
-} from '@tollgate/core/adapter'
+import { type Decision, lowerHeaderName, type Rejection, type ResponseIO, recordDecision } from '@tollgate/core/adapter'
+import { expressVisit } from '@tollgate/express/internal'
 
 /**
  * The request as the guard gets it: an Express request on platform-express, a fastify request on
@@ -75,10 +66,11 @@ export function keepRefusal(res: object, refusal: Refusal): void {
  * ServerResponse. Nothing is sent here: a refusal is kept for the guard, which throws it.
  */
 export const io: ResponseIO<NestRequest, object> = {
-  // On platform-express the decisions are kept as @tollgate/express keeps them, off the request:
-  // properties added to an Express request cost µs per request (core's express-requests.ts).
-  record: (req, _res, decision) => (isExpressRequest(req) ? recordOnExpressRequest(req, decision) : recordDecision(req, decision)),
-  visit: (req, limiter) => (isExpressRequest(req) ? expressVisit(req, limiter) : firstVisit(req, limiter)),
+  // On either platform, properties of the request, as @tollgate/express and @tollgate/fastify set them.
+  record: (req, _res, decision) => recordDecision(req, decision),
+  // On platform-express marked in res.locals as @tollgate/express marks them; a fastify request has no
+  // res.locals and is marked as @tollgate/fastify marks it.
+  visit: expressVisit,
   setHeaders(res, headers) {
     // On fastify one reply.header per field with lower-case names, as @tollgate/fastify writes them.
     if (isFastifyReply(res)) for (const name in headers) res.header(lowerHeaderName(name), headers[name]!)

@@ -1,14 +1,18 @@
 /*
- * `req.ip` as Express resolves it, at a fraction of its cost: for @tollgate/express, and for
- * @tollgate/nestjs on platform-express. Express's getter runs proxy-addr on every read: it splits
- * X-Forwarded-For into a new array and asks the `trust proxy` function about the socket's address,
- * which for an address list ('loopback', '10.0.0.0/8') validates and parses that address again. On
- * the bench machine that was 1.5 µs a read with 'loopback' trusted, more than the limiter's own work.
- * Here the same addresses are walked in the same order and the same trust function decides, but the
- * socket's address, the proxy's for every request it forwards, is asked about once.
+ * `req.ip` as Express resolves it, without Express's getter: for this package's middleware, and for
+ * @tollgate/nestjs on platform-express (through "@tollgate/express/internal"). Express's getter runs
+ * proxy-addr on every read: it splits X-Forwarded-For into a new array and asks the `trust proxy`
+ * function about the socket's address, which for an address list ('loopback', '10.0.0.0/8')
+ * validates and parses that address again, a cost larger than the limiter's own work
+ * (bench/express-ip.mjs). Here the same addresses are walked in the same order and the same trust
+ * function decides, but the socket's address, the proxy's for every request it forwards, is asked
+ * about once.
  */
 
-/** The parts of an Express request read here, typed structurally (core depends on no framework). */
+/**
+ * The parts of an Express request read here, typed structurally: @tollgate/nestjs loads this file on
+ * platform-fastify too, where neither Express nor its types need be installed.
+ */
 interface Request {
   readonly ip?: string
   readonly app?: { get?(name: string): unknown }
@@ -19,7 +23,14 @@ interface Request {
 
 type Trust = (address: string, hop: number) => boolean
 
-/** What Express's own `ip` getter (4.x and 5.x) does: `proxyaddr(this, this.app.get('trust proxy fn'))`. */
+/**
+ * What Express's own `ip` getter (4.x and 5.x) does: `proxyaddr(this, this.app.get('trust proxy fn'))`.
+ * Its source text is what tells Express's getter from one an app or a library put in its place on
+ * Express's request prototype (whose `req.ip` must then be read as it is). Identity would need the
+ * getter of the Express that built the app, which this package cannot import: Express is only a type
+ * here (a Nest app on fastify has none installed), and the app's copy of Express may not be the one
+ * this package would resolve (two majors side by side, a framework's own pinned copy).
+ */
 const EXPRESS_GETTER = /^function ip\s*\(\)\s*\{\s*var trust = this\.app\.get\('trust proxy fn'\);\s*return proxyaddr\(this, trust\);\s*\}$/
 
 /** Request prototypes (an app's `app.request`) known to inherit Express's own getter, or known not to. */
