@@ -1,15 +1,10 @@
 import { type AlgorithmName, type Decision, Limiter, type LimiterOptions, MemoryStore, RedisStore } from '@tollgate/core'
-import type { Redis } from 'ioredis'
-import { keysWithoutTtl, newRedisClient, quitClient, testPrefix } from '../harness/redis'
+import { keysWithoutTtl, testPrefix } from '../harness/redis'
+import { useRedis } from '../harness/use-redis'
 
 // Property test: the same random request sequences (times, costs, keys) go through a limiter on the
 // memory store and one on Redis, sharing one injected clock. Every decision must match.
-let client: Redis
-beforeAll(async () => {
-  client = newRedisClient()
-  await client.ping()
-})
-afterAll(() => quitClient(client))
+const db = useRedis()
 
 function random(seed: number) {
   let s = seed
@@ -85,7 +80,7 @@ describe.each(cases)('%s: memory and Redis decide alike', (_name, algorithm, opt
     const prefix = testPrefix(`equivalence-${algorithm}`)
     const common = { ...options, algorithm, clock: () => now, prefix } as LimiterOptions
     const memory = new Limiter({ ...common, store: new MemoryStore({ sweepIntervalMs: 0 }) })
-    const redis = new Limiter({ ...common, store: new RedisStore({ client, timeout: '2s' }) })
+    const redis = new Limiter({ ...common, store: new RedisStore({ client: db.client, timeout: '2s' }) })
     const pick = (d: Decision) => ({ allowed: d.allowed, remaining: d.remaining, retryAfterMs: d.retryAfterMs, resetAt: d.resetAt })
     let admitted = 0
     let refused = 0
@@ -102,6 +97,6 @@ describe.each(cases)('%s: memory and Redis decide alike', (_name, algorithm, opt
     // The sequences really exercise both outcomes.
     expect(admitted).toBeGreaterThan(20)
     expect(refused).toBeGreaterThan(10)
-    expect(await keysWithoutTtl(client, prefix)).toEqual([])
+    expect(await keysWithoutTtl(db.client, prefix)).toEqual([])
   })
 })
