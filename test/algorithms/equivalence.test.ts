@@ -1,18 +1,11 @@
 import { type AlgorithmName, type Decision, Limiter, type LimiterOptions, MemoryStore, RedisStore } from '@tollgate/core'
 import { keysWithoutTtl, testPrefix } from '../harness/redis'
 import { useRedis } from '../harness/use-redis'
+import { random } from '../support/random'
 
 // Property test: the same random request sequences (times, costs, keys) go through a limiter on the
 // memory store and one on Redis, sharing one injected clock. Every decision must match.
 const db = useRedis()
-
-function random(seed: number) {
-  let s = seed
-  return () => {
-    s = (s * 48271) % 2147483647
-    return s / 2147483647
-  }
-}
 
 type Case = [string, AlgorithmName, Partial<LimiterOptions>]
 const cases: Case[] = [

@@ -5,8 +5,9 @@ import express from 'express'
 import { Redis } from 'ioredis'
 import request from 'supertest'
 import { testPrefix } from '../harness/redis'
-import { type RedisServer, sleep, startRedisServer } from '../harness/redis-server'
+import { type RedisServer, startRedisServer } from '../harness/redis-server'
 import { sumWhere, TestMetrics } from '../support/metrics'
+import { sleep } from '../support/time'
 
 // Issue 15, acceptance 2: metrics recorded through the global MeterProvider of @opentelemetry/api (an
 // SDK MeterProvider with an in-memory exporter), for requests sent over real HTTP through the Express

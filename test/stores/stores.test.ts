@@ -4,6 +4,7 @@ import type { RedisClientType } from 'redis'
 import { closeNodeRedis, escapeGlob, keysWithoutTtl, newNodeRedisClient, quitClient, scanKeys, testPrefix } from '../harness/redis'
 import { serverUrl, testServers } from '../harness/servers'
 import { useRedis } from '../harness/use-redis'
+import { random } from '../support/random'
 import { storeContract } from './store-contract'
 
 const db = useRedis()
@@ -157,15 +158,11 @@ describe('the over-limit cache', () => {
       key: (r: { k: string }) => r.k,
     })
     const memory = new Limiter({ max: 3, store: new MemoryStore({ sweepIntervalMs: 0 }), prefix, clock, key: (r: { k: string }) => r.k })
-    let seed = 7
-    const random = () => {
-      seed = (seed * 48271) % 2147483647
-      return seed / 2147483647
-    }
+    const next = random(7)
     let cached = 0
     for (let step = 0; step < 400; step++) {
-      now += Math.floor(random() * 60) // crosses a 1 s edge every ~30 steps
-      const req = { k: `c${Math.floor(random() * 3)}` }
+      now += Math.floor(next() * 60) // crosses a 1 s edge every ~30 steps
+      const req = { k: `c${Math.floor(next() * 3)}` }
       const [a, b] = await Promise.all([redis.check(req), memory.check(req)])
       expect({ step, allowed: (a as Decision).allowed }).toEqual({ step, allowed: (b as Decision).allowed })
       if ((a as Decision).source === 'cache') cached++
