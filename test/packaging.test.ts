@@ -1,10 +1,11 @@
 import { execFileSync } from 'node:child_process'
 import { existsSync } from 'node:fs'
 import { join } from 'node:path'
+import { distDir, REPO_ROOT } from './harness/built-packages'
 
 // Users get the built packages, not our sources: each must load through `import` and `require`
 // by its package name, with the same exports. `npm test` builds them first.
-const root = join(__dirname, '..')
+const root = REPO_ROOT
 const expected: Record<string, string[]> = {
   '@tollgate/core': ['Limiter', 'MemoryStore', 'RedisStore', 'TollgateError', 'rateLimitHeaders', 'parseDuration'],
   '@tollgate/express': ['rateLimit', 'RateLimit', 'MemoryStore', 'RedisStore'],
@@ -18,7 +19,7 @@ function node(args: string[]): string {
 }
 
 describe.each(Object.entries(expected))('the built %s package', (name, exportsExpected) => {
-  const dir = join(root, 'packages', name.replace('@tollgate/', ''), 'dist')
+  const dir = distDir(name)
 
   it('has been built (npm test runs npm run build first)', () => {
     expect(existsSync(join(dir, 'index.js')) && existsSync(join(dir, 'index.cjs'))).toBe(true)

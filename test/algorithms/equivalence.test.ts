@@ -1,23 +1,11 @@
 import { type AlgorithmName, type Decision, Limiter, type LimiterOptions, MemoryStore, RedisStore } from '@tollgate/core'
-import type { Redis } from 'ioredis'
-import { keysWithoutTtl, newRedisClient, quitClient, testPrefix } from '../harness/redis'
+import { keysWithoutTtl, testPrefix } from '../harness/redis'
+import { useRedis } from '../harness/use-redis'
+import { random } from '../support/random'
 
 // Property test: the same random request sequences (times, costs, keys) go through a limiter on the
 // memory store and one on Redis, sharing one injected clock. Every decision must match.
-let client: Redis
-beforeAll(async () => {
-  client = newRedisClient()
-  await client.ping()
-})
-afterAll(() => quitClient(client))
-
-function random(seed: number) {
-  let s = seed
-  return () => {
-    s = (s * 48271) % 2147483647
-    return s / 2147483647
-  }
-}
+const db = useRedis()
 
 type Case = [string, AlgorithmName, Partial<LimiterOptions>]
 const cases: Case[] = [
@@ -85,7 +73,7 @@ describe.each(cases)('%s: memory and Redis decide alike', (_name, algorithm, opt
     const prefix = testPrefix(`equivalence-${algorithm}`)
     const common = { ...options, algorithm, clock: () => now, prefix } as LimiterOptions
     const memory = new Limiter({ ...common, store: new MemoryStore({ sweepIntervalMs: 0 }) })
-    const redis = new Limiter({ ...common, store: new RedisStore({ client, timeout: '2s' }) })
+    const redis = new Limiter({ ...common, store: new RedisStore({ client: db.client, timeout: '2s' }) })
     const pick = (d: Decision) => ({ allowed: d.allowed, remaining: d.remaining, retryAfterMs: d.retryAfterMs, resetAt: d.resetAt })
     let admitted = 0
     let refused = 0
@@ -102,6 +90,6 @@ describe.each(cases)('%s: memory and Redis decide alike', (_name, algorithm, opt
     // The sequences really exercise both outcomes.
     expect(admitted).toBeGreaterThan(20)
     expect(refused).toBeGreaterThan(10)
-    expect(await keysWithoutTtl(client, prefix)).toEqual([])
+    expect(await keysWithoutTtl(db.client, prefix)).toEqual([])
   })
 })

@@ -2,20 +2,14 @@ import { createServer } from 'node:http'
 import { type Decision, Limiter, MemoryStore, type Store } from '@tollgate/core'
 import { rateLimit } from '@tollgate/express'
 import express from 'express'
-import type { Redis } from 'ioredis'
 import { parseList } from 'structured-headers'
 import request from 'supertest'
-import { newRedisClient, quitClient, testPrefix } from '../harness/redis'
-import { limiterStores } from '../support/decision-table'
+import { testPrefix } from '../harness/redis'
+import { useRedis } from '../harness/use-redis'
 
-let client: Redis
-beforeAll(async () => {
-  client = newRedisClient()
-  await client.ping()
-})
-afterAll(() => quitClient(client))
+const db = useRedis()
 
-const stores = limiterStores(() => client)
+const stores = db.stores()
 
 describe.each(stores)('on the %s store', (_storeName, makeStore) => {
   it('several limits: 10/s and 20/min cut 15 requests per second at 10, then at 20 in total', async () => {

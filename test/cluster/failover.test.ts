@@ -3,7 +3,7 @@ import type { Limiter } from '@tollgate/core'
 import { Cluster } from 'ioredis'
 import { quitClient } from '../harness/redis'
 import { type RedisCluster, startRedisCluster } from '../harness/redis-cluster'
-import { sleep } from '../harness/redis-server'
+import { sleep } from '../support/time'
 import { type Admission, admin, bySource, clusterLimiter, consumeLoop, overMax, ownerOf, slotOfClient } from './support'
 
 // Issue 12: a master SIGKILLed, its replica promoted (cluster-node-timeout made small). Only the dead

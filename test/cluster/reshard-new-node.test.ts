@@ -3,7 +3,8 @@ import type { Decision } from '@tollgate/core'
 import { Cluster, type ClusterOptions } from 'ioredis'
 import { quitClient } from '../harness/redis'
 import { type RedisCluster, startRedisCluster } from '../harness/redis-cluster'
-import { getFreePort, REDIS_HOST, type RedisServer, sleep, startRedisServer } from '../harness/redis-server'
+import { getFreePort, REDIS_HOST, type RedisServer, startRedisServer } from '../harness/redis-server'
+import { sleep } from '../support/time'
 import { admin, bySource, clientsInOneSlot, clusterLimiter, clusterNodes, consumeLoop, migrateSlot, overMax, ownerOf } from './support'
 
 // Issue 12: slots resharded onto a node that joined the cluster after the client loaded its slot

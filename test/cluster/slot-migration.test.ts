@@ -3,6 +3,7 @@ import { Cluster } from 'ioredis'
 import type { RedisClusterType } from 'redis'
 import { closeNodeRedis, newNodeRedisCluster, quitClient, testPrefix } from '../harness/redis'
 import { type RedisCluster, startRedisCluster } from '../harness/redis-cluster'
+import { sleep } from '../support/time'
 import { ALGORITHM_CASES, bySource, clientsInOneSlot, clusterLimiter, consumeLoop, migrateSlot, overMax, ownerOf } from './support'
 
 // Issue 12: a slot moved (IMPORTING/MIGRATING, MIGRATE, SETSLOT NODE) while requests run. Requests for
@@ -52,13 +53,13 @@ describe.each([
       })
       let movedKeys = 0
       try {
-        await new Promise((resolve) => setTimeout(resolve, 600))
+        await sleep(600)
         // There and back again: each move meets the keys the load keeps writing.
         for (let move = 0; move < 2; move++) {
           const from = await ownerOf(masterPorts[0]!, moving.slot)
           const to = masterPorts.find((p) => p !== from.port)!
           movedKeys += await migrateSlot(moving.slot, from.port, to, masterPorts, 15)
-          await new Promise((resolve) => setTimeout(resolve, 700))
+          await sleep(700)
         }
       } finally {
         await load.stop()

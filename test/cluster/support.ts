@@ -4,6 +4,7 @@ import type { RedisClusterType } from 'redis'
 import { keySlot } from '../../packages/core/src/stores/redis-slots'
 import { testPrefix } from '../harness/redis'
 import { REDIS_HOST } from '../harness/redis-server'
+import { sleep } from '../support/time'
 
 // Helpers of the Cluster fault tests: an admin connection per node, moving a slot by hand the way
 // redis-cli --cluster reshard does, and a bounded load of concurrent consume() calls whose admitted
@@ -103,7 +104,7 @@ export async function migrateSlot(slot: number, fromPort: number, toPort: number
       if (keys.length === 0) break
       await source.call('MIGRATE', REDIS_HOST, toPort, '', 0, 5000, 'KEYS', ...keys)
       moved += keys.length
-      if (pauseMs > 0) await new Promise((resolve) => setTimeout(resolve, pauseMs))
+      if (pauseMs > 0) await sleep(pauseMs)
     }
     // The target first, then the source, then the others: the order redis-cli uses.
     await target.call('CLUSTER', 'SETSLOT', slot, 'NODE', targetId)
@@ -157,7 +158,7 @@ export function consumeLoop(
         } catch (error) {
           errors.push(error)
         }
-        await new Promise((resolve) => setTimeout(resolve, opts.pauseMs ?? 1))
+        await sleep(opts.pauseMs ?? 1)
       }
     })
   })

@@ -1,28 +1,16 @@
 import { MemoryStore, RedisStore, type Store } from '@tollgate/core'
-import type { Redis } from 'ioredis'
-import type { RedisClientType } from 'redis'
-import { closeNodeRedis, keysWithoutTtl, newNodeRedisClient, newRedisClient, quitClient, testPrefix } from '../harness/redis'
+import { keysWithoutTtl, testPrefix } from '../harness/redis'
+import { useRedis } from '../harness/use-redis'
 import { burst, close, listen } from '../support/http'
 import { build, FRAMEWORKS } from './apps'
 
 // The race GET-then-INCR loses, in every framework: a concurrent burst from one client admits
 // exactly max. The clock is fixed so the burst falls in one window however long it takes.
-let client: Redis
-let nodeRedis: RedisClientType
-beforeAll(async () => {
-  client = newRedisClient()
-  await client.ping()
-  nodeRedis = await newNodeRedisClient()
-})
-afterAll(async () => {
-  closeNodeRedis(nodeRedis)
-  await quitClient(client)
-})
+const db = useRedis({ nodeRedis: true })
 
 const stores: Array<[string, () => Store]> = [
-  ['memory', () => new MemoryStore()],
-  ['Redis', () => new RedisStore({ client, timeout: '2s' })],
-  ['Redis through node-redis', () => new RedisStore({ client: nodeRedis, timeout: '2s' })],
+  ...db.stores(() => new MemoryStore()),
+  ['Redis through node-redis', () => new RedisStore({ client: db.nodeRedis, timeout: '2s' })],
 ]
 
 describe.each(stores)('on the %s store', (_name, makeStore) => {
@@ -43,7 +31,7 @@ describe.each(stores)('on the %s store', (_name, makeStore) => {
       } finally {
         await close(server)
       }
-      expect(await keysWithoutTtl(client, prefix)).toEqual([])
+      expect(await keysWithoutTtl(db.client, prefix)).toEqual([])
     }
   })
 })

@@ -1,7 +1,6 @@
 import type { Server } from 'node:http'
-import { MemoryStore, RedisStore, type Store } from '@tollgate/core'
-import type { Redis } from 'ioredis'
-import { newRedisClient, quitClient } from '../harness/redis'
+import { MemoryStore } from '@tollgate/core'
+import { useRedis } from '../harness/use-redis'
 import { close, listen } from '../support/http'
 import { build, FRAMEWORKS, type Framework } from './apps'
 import { observe } from './observe'
@@ -9,17 +8,9 @@ import { type Observation, scenarios } from './scenarios'
 
 // One scenario table, three frameworks, two stores. Each framework's responses must match the
 // scenario's expectations and be identical, header for header, to the other frameworks'.
-let client: Redis
-beforeAll(async () => {
-  client = newRedisClient()
-  await client.ping()
-})
-afterAll(() => quitClient(client))
+const db = useRedis()
 
-const stores: Array<[string, () => Store]> = [
-  ['memory', () => new MemoryStore()],
-  ['Redis', () => new RedisStore({ client, timeout: '2s' })],
-]
+const stores = db.stores(() => new MemoryStore())
 
 describe.each(stores)('on the %s store', (_storeName, makeStore) => {
   describe.each(scenarios)('$name', (scenario) => {

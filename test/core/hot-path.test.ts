@@ -1,4 +1,5 @@
 import { type Decision, type HeaderStyle, Limiter, MemoryStore, rateLimitHeaders } from '@tollgate/core'
+import { random } from '../support/random'
 
 /*
  * The hot path's shortcuts (issue 17) must decide and answer exactly as the long way does:
@@ -12,17 +13,6 @@ import { type Decision, type HeaderStyle, Limiter, MemoryStore, rateLimitHeaders
 class IncrementOnly extends MemoryStore {
   override increment(key: string, cost: number, windowMs: number, now: number): number {
     return super.increment(key, cost, windowMs, now)
-  }
-}
-
-/** A deterministic pseudo-random sequence (mulberry32), so a failure replays. */
-function random(seed: number): () => number {
-  let a = seed
-  return () => {
-    a = (a + 0x6d2b79f5) | 0
-    let t = Math.imul(a ^ (a >>> 15), 1 | a)
-    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296
   }
 }
 

@@ -1,17 +1,12 @@
 import { type AlgorithmName, type Decision, Limiter, type LimiterOptions, MemoryStore, type Store } from '@tollgate/core'
-import type { Redis } from 'ioredis'
-import { newRedisClient, quitClient, testPrefix } from '../harness/redis'
-import { limiterStores, testClock } from '../support/decision-table'
+import { testPrefix } from '../harness/redis'
+import { useRedis } from '../harness/use-redis'
+import { testClock } from '../support/time'
 
 // A `blockDuration` lockout is part of what a client has: `reset` ends it (in the store, and in every
 // cache of the limiter's process), and `peek` reports it as the refusal `consume` would give.
 
-let client: Redis
-beforeAll(async () => {
-  client = newRedisClient()
-  await client.ping()
-})
-afterAll(() => quitClient(client))
+const db = useRedis()
 
 const MINUTE = 60_000
 const START = 1_800_000_000_000 + 5_000 // 5 s into a minute
@@ -24,7 +19,7 @@ function answer(d: Decision) {
   return { allowed: d.allowed, remaining: d.remaining, count: d.count, resetAt: d.resetAt, retryAfterMs: d.retryAfterMs, limit: d.limit }
 }
 
-describe.each(limiterStores(() => client))('reset and peek of a lockout on the %s store', (name, makeStore) => {
+describe.each(db.stores())('reset and peek of a lockout on the %s store', (name, makeStore) => {
   function lockoutLimiter(algorithm: AlgorithmName, options: LimiterOptions = {}) {
     const clock = testClock(START)
     const prefix = testPrefix(`lockout-reset-${algorithm}`)
@@ -67,9 +62,9 @@ describe.each(limiterStores(() => client))('reset and peek of a lockout on the %
     const { limiter, another, clock, blockKey } = lockoutLimiter(algorithm)
     await lockOut(limiter)
     clock.now += 2 * MINUTE
-    if (blockKey !== undefined) expect(await client.exists(blockKey)).toBe(1)
+    if (blockKey !== undefined) expect(await db.client.exists(blockKey)).toBe(1)
     await limiter.reset('alice')
-    if (blockKey !== undefined) expect(await client.exists(blockKey)).toBe(0)
+    if (blockKey !== undefined) expect(await db.client.exists(blockKey)).toBe(0)
     expect(answer(await limiter.peek('alice'))).toMatchObject({ allowed: true, remaining: 3, retryAfterMs: 0 })
     expect(answer(await another().peek('alice'))).toMatchObject({ allowed: true, remaining: 3 })
     expect((await limiter.consume('alice')).allowed).toBe(true)
@@ -86,7 +81,7 @@ describe.each(limiterStores(() => client))('reset and peek of a lockout on the %
     // A full quota again, and the next refusal starts a new block of the full length.
     expect(after).toEqual([true, true, true, false])
     expect(await limiter.peek('alice')).toMatchObject({ allowed: false, retryAfterMs: 15 * MINUTE })
-    if (blockKey !== undefined) expect(await client.pttl(blockKey)).toBeGreaterThan(14 * MINUTE)
+    if (blockKey !== undefined) expect(await db.client.pttl(blockKey)).toBeGreaterThan(14 * MINUTE)
   })
 
   it('a reset in another process ends the block here within a second; until then a flood costs one read a second', async () => {

@@ -1,21 +1,13 @@
-import { Limiter, MemoryStore, RedisStore, type Store } from '@tollgate/core'
-import type { Redis } from 'ioredis'
-import { newRedisClient, quitClient, testPrefix } from '../harness/redis'
+import { Limiter } from '@tollgate/core'
+import { testPrefix } from '../harness/redis'
+import { useRedis } from '../harness/use-redis'
 
 // blockDuration: once over its limit, a client is refused for the block's length from its first
 // refusal, whatever the window; the block is a key of the store (so every process honours it).
 
-let client: Redis
-beforeAll(async () => {
-  client = newRedisClient()
-  await client.ping()
-})
-afterAll(() => quitClient(client))
+const db = useRedis()
 
-const stores: Array<[string, () => Store]> = [
-  ['memory', () => new MemoryStore({ sweepIntervalMs: 0 })],
-  ['Redis', () => new RedisStore({ client, timeout: '2s' })],
-]
+const stores = db.stores()
 const MINUTE = 60_000
 
 describe.each(stores)('blockDuration on the %s store', (_name, makeStore) => {

@@ -1,22 +1,14 @@
-import { type AlgorithmName, type Decision, Limiter, type LimiterOptions, MemoryStore, RedisStore, type Store } from '@tollgate/core'
-import type { Redis } from 'ioredis'
-import { newRedisClient, quitClient, testPrefix } from '../harness/redis'
+import { type AlgorithmName, type Decision, Limiter, type LimiterOptions } from '@tollgate/core'
+import { testPrefix } from '../harness/redis'
+import { useRedis } from '../harness/use-redis'
 
 // `peek` has one definition: what is left, counting nothing and emitting nothing, whether the limit
 // is written as `max` (the batched INCRBY path, which counts refused requests too) or as `limits`
 // (the script path, which does not), and for every algorithm.
 
-let client: Redis
-beforeAll(async () => {
-  client = newRedisClient()
-  await client.ping()
-})
-afterAll(() => quitClient(client))
+const db = useRedis()
 
-const stores: Array<[string, () => Store]> = [
-  ['memory', () => new MemoryStore({ sweepIntervalMs: 0 })],
-  ['Redis', () => new RedisStore({ client, timeout: '2s' })],
-]
+const stores = db.stores()
 const algorithms: AlgorithmName[] = ['fixed-window', 'sliding-window', 'gcra', 'sliding-log']
 const now = 1_800_000_000_000 + 5_000 // 5 s into a minute
 

@@ -1,21 +1,13 @@
-import { type AlgorithmName, Limiter, MemoryStore, RedisStore, type Store } from '@tollgate/core'
-import type { Redis } from 'ioredis'
-import { newRedisClient, quitClient, testPrefix } from '../harness/redis'
+import { type AlgorithmName, Limiter } from '@tollgate/core'
+import { testPrefix } from '../harness/redis'
+import { useRedis } from '../harness/use-redis'
 
 // limiter.refund(decision) undoes an admitted decision of that limiter whether or not a skip*Requests
 // option is on, once, in the store that counted it; a decision of another limiter is left alone.
 
-let client: Redis
-beforeAll(async () => {
-  client = newRedisClient()
-  await client.ping()
-})
-afterAll(() => quitClient(client))
+const db = useRedis()
 
-const stores: Array<[string, () => Store]> = [
-  ['memory', () => new MemoryStore({ sweepIntervalMs: 0 })],
-  ['Redis', () => new RedisStore({ client, timeout: '2s' })],
-]
+const stores = db.stores()
 const algorithms: AlgorithmName[] = ['fixed-window', 'sliding-window', 'gcra', 'sliding-log']
 const now = 1_800_000_000_000 + 1000
 

@@ -1,22 +1,14 @@
-import { Limiter, MemoryStore, RedisStore, type Store, TollgateError } from '@tollgate/core'
-import type { Redis } from 'ioredis'
-import { newRedisClient, quitClient, testPrefix } from '../harness/redis'
+import { Limiter, TollgateError } from '@tollgate/core'
+import { testPrefix } from '../harness/redis'
+import { useRedis } from '../harness/use-redis'
 
 // `window` as a function of the request (per-tier windows): each tier is limited by its own window,
 // and two windows of one client never share a count.
 
-let client: Redis
-beforeAll(async () => {
-  client = newRedisClient()
-  await client.ping()
-})
-afterAll(() => quitClient(client))
+const db = useRedis()
 
 type Req = { tier: string; ip: string }
-const stores: Array<[string, () => Store]> = [
-  ['memory', () => new MemoryStore({ sweepIntervalMs: 0 })],
-  ['Redis', () => new RedisStore({ client, timeout: '2s' })],
-]
+const stores = db.stores()
 
 describe.each(stores)('a window function on the %s store', (_name, makeStore) => {
   for (const algorithm of ['fixed-window', 'sliding-window'] as const) {

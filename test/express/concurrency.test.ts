@@ -1,42 +1,20 @@
 import { createServer, type Server } from 'node:http'
 import { MemoryStore, RedisStore, rateLimit, type Store } from '@tollgate/express'
 import express from 'express'
-import type { Redis } from 'ioredis'
-import type { RedisClientType } from 'redis'
-import {
-  closeNodeRedis,
-  escapeGlob,
-  keysWithoutTtl,
-  newNodeRedisClient,
-  newRedisClient,
-  quitClient,
-  scanKeys,
-  testPrefix,
-} from '../harness/redis'
+import { escapeGlob, keysWithoutTtl, scanKeys, testPrefix } from '../harness/redis'
+import { useRedis } from '../harness/use-redis'
 import { burst, close, listen } from '../support/http'
 
 // The race the classic GET-then-INCR limiter loses: every request of a concurrent burst reads the
 // count before any of them writes it, so all pass. Tollgate decides from the count the atomic
 // increment returned. The clock is fixed so the whole burst falls in one window whatever its speed.
-let client: Redis
-/** The same server through node-redis (the `redis` package); keys are always checked through `client`. */
-let nodeRedis: RedisClientType
-beforeAll(async () => {
-  client = newRedisClient()
-  await client.ping()
-  nodeRedis = await newNodeRedisClient()
-})
-afterAll(async () => {
-  closeNodeRedis(nodeRedis)
-  await quitClient(client)
-})
+const db = useRedis({ nodeRedis: true })
 
 const stores: Array<[string, () => Store]> = [
-  ['memory', () => new MemoryStore()],
-  ['Redis', () => new RedisStore({ client, timeout: '2s' })],
-  ['Redis without batching', () => new RedisStore({ client, batch: false, timeout: '2s' })],
-  ['Redis through node-redis', () => new RedisStore({ client: nodeRedis, timeout: '2s' })],
-  ['Redis through node-redis without batching', () => new RedisStore({ client: nodeRedis, batch: false, timeout: '2s' })],
+  ...db.stores(() => new MemoryStore()),
+  ['Redis without batching', () => new RedisStore({ client: db.client, batch: false, timeout: '2s' })],
+  ['Redis through node-redis', () => new RedisStore({ client: db.nodeRedis, timeout: '2s' })],
+  ['Redis through node-redis without batching', () => new RedisStore({ client: db.nodeRedis, batch: false, timeout: '2s' })],
 ]
 
 describe.each(stores)('concurrent bursts through Express on the %s store', (_name, makeStore) => {
@@ -68,8 +46,8 @@ describe.each(stores)('concurrent bursts through Express on the %s store', (_nam
 })
 
 describe.each([
-  ['ioredis', () => client],
-  ['node-redis', () => nodeRedis],
+  ['ioredis', () => db.client],
+  ['node-redis', () => db.nodeRedis],
 ] as const)('keys written to Redis through %s', (_name, storeClient) => {
   it('all carry a TTL after thousands of requests from many clients', async () => {
     const prefix = testPrefix('ttl')
@@ -94,11 +72,11 @@ describe.each([
     // 2000 requests from 200 clients, 10 at once each against max 3: most were refused, so the
     // keys were hit by both the store and the over-limit cache.
     expect(refused).toBeGreaterThan(1000)
-    const keys = await scanKeys(client, `${escapeGlob(prefix)}*`)
+    const keys = await scanKeys(db.client, `${escapeGlob(prefix)}*`)
     expect(keys.length).toBeGreaterThanOrEqual(200)
-    expect(await keysWithoutTtl(client, prefix)).toEqual([])
+    expect(await keysWithoutTtl(db.client, prefix)).toEqual([])
     for (const key of keys.slice(0, 20)) {
-      const ttl = await client.pttl(key)
+      const ttl = await db.client.pttl(key)
       expect(ttl).toBeGreaterThan(0)
       expect(ttl).toBeLessThanOrEqual(3_600_000 + 1000)
     }

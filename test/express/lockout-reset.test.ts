@@ -1,22 +1,16 @@
 import { createServer } from 'node:http'
 import { rateLimit } from '@tollgate/express'
 import express from 'express'
-import type { Redis } from 'ioredis'
 import request from 'supertest'
-import { newRedisClient, quitClient, testPrefix } from '../harness/redis'
-import { limiterStores } from '../support/decision-table'
+import { testPrefix } from '../harness/redis'
+import { useRedis } from '../harness/use-redis'
 
 // "Unlock this account" over HTTP: an admin route calls the login limiter's reset, and the locked-out
 // client's next login is no longer refused.
 
-let client: Redis
-beforeAll(async () => {
-  client = newRedisClient()
-  await client.ping()
-})
-afterAll(() => quitClient(client))
+const db = useRedis()
 
-describe.each(limiterStores(() => client))('a lockout on the %s store', (_name, makeStore) => {
+describe.each(db.stores())('a lockout on the %s store', (_name, makeStore) => {
   it('ends when an admin route calls limiter.reset, and the next login is not 429', async () => {
     let now = 1_800_000_000_000 + 5_000
     const login = rateLimit({

@@ -1,5 +1,6 @@
 import { type RateLimitOptions, rateLimit } from '@tollgate/fastify'
 import Fastify, { type FastifyInstance } from 'fastify'
+import { sleep } from '../support/time'
 import { allowInject } from './injectable'
 
 // fastify users test with app.inject(), whose responses never reach a socket: refunds must read
@@ -69,7 +70,7 @@ describe('refunds over real HTTP', () => {
     })
     const base = await app.listen({ port: 0, host: '127.0.0.1' })
     await expect(fetch(`${base}/cut`)).rejects.toThrow()
-    await new Promise((resolve) => setTimeout(resolve, 20))
+    await sleep(20)
     expect((await fetch(`${base}/`)).status).toBe(next)
     await app.close()
   })

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto'
 import { type Decision, Limiter, RedisStore } from '@tollgate/core'
-import { sleep } from '../harness/redis-server'
+import { sleep } from '../support/time'
 import { ownRedis } from './support'
 
 // After one fallback, the decisions that come from Redis again must carry the count Redis returned:
@@ -75,7 +75,7 @@ describe.each([
     let decisions: Decision[]
     try {
       const merged = Array.from({ length: CLIENTS * 2 }, (_, n) => limiter.consume(client(n % CLIENTS)))
-      await new Promise((resolve) => setTimeout(resolve, 5)) // past the batch's flush (setImmediate)
+      await sleep(5) // past the batch's flush (setImmediate)
       const next = Array.from({ length: CLIENTS }, (_, i) => limiter.consume(client(i)))
       await sleep(HOLD_MS)
       redis.server.thaw()

@@ -5,6 +5,7 @@ import { createClient, type RedisClientType } from 'redis'
 import { ALGORITHMS as ALL } from '../../packages/core/src/algorithms'
 import { closeNodeRedis, newNodeRedisClient, quitClient, testPrefix } from '../harness/redis'
 import { type RedisServer, startRedisServer } from '../harness/redis-server'
+import { sleep } from '../support/time'
 
 // What RedisStore learns about a node-redis client once it can talk to it (redis-checks.ts), and the
 // scripts node-redis has no defineCommand for (redis-node.ts): preloaded when the store is built,
@@ -52,7 +53,7 @@ async function nodeRedis(url = redis.url): Promise<RedisClientType> {
 async function eventually(check: () => Promise<boolean> | boolean): Promise<boolean> {
   for (let i = 0; i < 50; i++) {
     if (await check()) return true
-    await new Promise((resolve) => setTimeout(resolve, 10))
+    await sleep(10)
   }
   return false
 }

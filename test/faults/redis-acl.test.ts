@@ -5,6 +5,7 @@ import { ALGORITHMS as ALL } from '../../packages/core/src/algorithms'
 import { keysWithoutTtl, quitClient, testPrefix } from '../harness/redis'
 import type { RedisServer } from '../harness/redis-server'
 import { startTestServer, testServers } from '../harness/servers'
+import { sleep } from '../support/time'
 
 // A Redis user that may not run one of the store's commands. Whatever is refused, no key is
 // left without a TTL, and the cause is named: the log says which command the user lacks, not only
@@ -158,12 +159,12 @@ describe.each(testServers())('on $name', (server) => {
       const probe = new Redis(fresh.url)
       try {
         new RedisStore({ client: c })
-        await new Promise((r) => setTimeout(r, 50))
+        await sleep(50)
         expect(c.status).toBe('wait')
         await c.connect()
         let loaded = 0
         for (let i = 0; i < 50 && loaded === 0; i++) {
-          await new Promise((r) => setTimeout(r, 10))
+          await sleep(10)
           loaded = ((await probe.script('EXISTS', sha(ALL.gcra.admitScript))) as number[])[0]!
         }
         expect(loaded).toBe(1)

@@ -8,7 +8,8 @@ import type { RedisServer } from '../harness/redis-server'
 import { startTestServer, type TestServer, testServers } from '../harness/servers'
 import { type DecisionTimer, timeDecisions } from '../support/decision-times'
 import { close, get, listen } from '../support/http'
-import { loadLoop, type Sample, sleep } from '../support/load'
+import { loadLoop, type Sample } from '../support/load'
+import { sleep } from '../support/time'
 
 // Fault tests: each starts its own redis-server so it can kill, freeze and restart it. Each runs
 // through both clients RedisStore accepts, with their request defaults: ioredis (offline queue on, 20

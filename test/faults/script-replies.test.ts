@@ -5,6 +5,7 @@ import { closeNodeRedis, newNodeRedisClient, quitClient, testPrefix } from '../h
 import { type RedisServer, startRedisServer } from '../harness/redis-server'
 import { limitSpec, storeCall } from '../support/store-calls'
 import { type ProxiedConnection, startTcpProxy, type TcpProxy } from '../support/tcp-proxy'
+import { sleep } from '../support/time'
 
 // The scripts' replies against a network that loses or adds replies, through a TCP proxy in front of
 // a redis-server of this file's own: a connection cut after Redis ran a batch of scripts (ioredis then
@@ -52,8 +53,6 @@ async function monitorCaughtUp(): Promise<void> {
 function runsOf(calls: StoreCall[]): number[] {
   return calls.map((call) => ran.filter((args) => args.includes(call.id)).length)
 }
-
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
 
 /** An ioredis client through the proxy, as an app has one (its defaults: resend after a reconnect on). */
 async function proxiedIoredis(proxy: TcpProxy): Promise<Redis> {

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto'
 import { type Decision, Limiter, RedisStore } from '@tollgate/core'
-import { sleep } from '../harness/redis-server'
 import { testServers } from '../harness/servers'
+import { sleep } from '../support/time'
 import { ownRedis } from './support'
 
 // Issue 12, acceptance 1 (first part): one process, one limiter, a Redis stall longer than the store

@@ -1,7 +1,8 @@
 import { execFile } from 'node:child_process'
 import { join } from 'node:path'
 import { promisify } from 'node:util'
-import { getFreePort, REDIS_HOST, type RedisServer, requireBinary, sleep, startRedisServer, withProbeClient } from './redis-server'
+import { sleep } from '../support/time'
+import { getFreePort, REDIS_HOST, type RedisServer, requireBinary, startRedisServer, withProbeClient } from './redis-server'
 
 const execFileAsync = promisify(execFile)
 

@@ -5,6 +5,7 @@ import { createServer } from 'node:net'
 import { tmpdir } from 'node:os'
 import { delimiter, join } from 'node:path'
 import { Redis } from 'ioredis'
+import { sleep } from '../support/time'
 import { reapWhenProcessEnds } from './orphan-reaper'
 
 /** Every spawned server binds here only: test servers have no password and must not be reachable from the network. */
@@ -174,10 +175,6 @@ export async function withProbeClient<T>(port: number, timeoutMs: number, fn: (c
     // every refused probe of a booting server left one, and the last few kept jest from exiting.
     if (client.status !== 'end') client.disconnect()
   }
-}
-
-export function sleep(ms: number): Promise<void> {
-  return new Promise((resolve) => setTimeout(resolve, ms))
 }
 
 // --- spawning -----------------------------------------------------------------------------------

@@ -1,11 +1,12 @@
 import { execFile } from 'node:child_process'
 import { existsSync } from 'node:fs'
 import { join } from 'node:path'
+import { distDir, REPO_ROOT } from '../harness/built-packages'
 
 // The debug log and the global-provider metrics of the BUILT packages, in child processes, from the ESM
 // and from the CJS build: NODE_DEBUG is read by Node at startup, and @opentelemetry/api is loaded with
 // import(), which each build compiles its own way. `npm test` builds the packages first.
-const root = join(__dirname, '..', '..')
+const root = REPO_ROOT
 const KEY = '203.0.113.77'
 
 /** A script deciding 3 requests of one client against max 2, then printing what the SDK recorded. */
@@ -45,7 +46,7 @@ function run(kind: 'esm' | 'cjs', env: Record<string, string>): Promise<{ stdout
 }
 
 beforeAll(() => {
-  if (!existsSync(join(root, 'packages', 'core', 'dist', 'index.cjs'))) throw new Error('packages are not built: run npm run build')
+  if (!existsSync(join(distDir('@tollgate/core'), 'index.cjs'))) throw new Error('packages are not built: run npm run build')
 })
 
 describe.each(['esm', 'cjs'] as const)('the %s build', (kind) => {

@@ -1,21 +1,17 @@
 import { type ChildProcess, spawn } from 'node:child_process'
 import { join } from 'node:path'
-import type { Redis } from 'ioredis'
-import { keysWithoutTtl, newRedisClient, quitClient, redisUrl, testPrefix } from '../harness/redis'
+import { keysWithoutTtl, redisUrl, testPrefix } from '../harness/redis'
+import { useRedis } from '../harness/use-redis'
 import { get } from '../support/http'
 
 // Several Node processes behind one Redis enforce one global count exactly: the count lives in
 // Redis and every process decides from the value INCRBY returned.
 const PROCESSES = 4
 const children: ChildProcess[] = []
-let client: Redis
+const db = useRedis()
 
-beforeAll(() => {
-  client = newRedisClient()
-})
-afterAll(async () => {
+afterAll(() => {
   for (const child of children) if (child.exitCode === null) child.kill('SIGTERM')
-  await quitClient(client)
 })
 
 function startWorker(env: Record<string, string>): Promise<number> {
@@ -52,5 +48,5 @@ it(`${PROCESSES} processes behind one Redis admit exactly 100 of 2000 concurrent
   // one process's merged INCRBY may reach Redis first and take all 100 positions.
   expect(Object.values(answeredBy)).toEqual(Array(PROCESSES).fill(2000 / PROCESSES))
   expect(statuses).toEqual({ 200: 100, 429: 1900 })
-  expect(await keysWithoutTtl(client, env.PREFIX)).toEqual([])
+  expect(await keysWithoutTtl(db.client, env.PREFIX)).toEqual([])
 })

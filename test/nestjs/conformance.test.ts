@@ -1,11 +1,10 @@
 import { join } from 'node:path'
 import type { DynamicModule, INestApplication } from '@nestjs/common'
-import { MemoryStore, RedisStore, type Store } from '@tollgate/core'
-import type { Redis } from 'ioredis'
+import { MemoryStore } from '@tollgate/core'
 import { type AppSpec, build } from '../conformance/apps'
 import { observe } from '../conformance/observe'
 import { type Observation, scenarios } from '../conformance/scenarios'
-import { newRedisClient, quitClient } from '../harness/redis'
+import { useRedis } from '../harness/use-redis'
 import { close, listen } from '../support/http'
 import { compileFixtures } from './compile'
 
@@ -21,25 +20,19 @@ interface Fixtures {
 
 let compiled: ReturnType<typeof compileFixtures>
 let fixtures: Fixtures
-let client: Redis
+const db = useRedis()
 beforeAll(async () => {
   compiled = compileFixtures()
   fixtures = {
     ...(require(join(compiled.dir, 'conformance.js')) as Pick<Fixtures, 'conformanceModule'>),
     ...(require(join(compiled.dir, 'stacked.js')) as Pick<Fixtures, 'start'>),
   }
-  client = newRedisClient()
-  await client.ping()
 }, 120_000)
-afterAll(async () => {
-  await quitClient(client)
+afterAll(() => {
   compiled?.remove()
 })
 
-const stores: Array<[string, () => Store]> = [
-  ['memory', () => new MemoryStore()],
-  ['Redis', () => new RedisStore({ client, timeout: '2s' })],
-]
+const stores = db.stores(() => new MemoryStore())
 
 describe.each(stores)('on the %s store', (_storeName, makeStore) => {
   describe.each(scenarios)('$name', (scenario) => {

@@ -4,7 +4,8 @@ import { type Logger, MemoryStore, RedisStore, type Store, TollgateError } from 
 import { rateLimit as expressRateLimit } from '@tollgate/express'
 import { RateLimit, SkipRateLimit, TollgateGuard, TollgateLimits, TollgateModule, type TollgateModuleOptions } from '@tollgate/nestjs'
 import type { Redis } from 'ioredis'
-import { keysWithoutTtl, newRedisClient, quitClient, testPrefix } from '../harness/redis'
+import { keysWithoutTtl, testPrefix } from '../harness/redis'
+import { useRedis } from '../harness/use-redis'
 import { get } from '../support/http'
 import { compileFixtures } from './compile'
 
@@ -22,15 +23,12 @@ interface Stacked {
 
 let fixtures: ReturnType<typeof compileFixtures>
 let stacked: Stacked
-let client: Redis
+const db = useRedis()
 beforeAll(async () => {
   fixtures = compileFixtures()
   stacked = require(join(fixtures.dir, 'stacked.js')) as Stacked
-  client = newRedisClient()
-  await client.ping()
 }, 120_000)
-afterAll(async () => {
-  await quitClient(client)
+afterAll(() => {
   fixtures?.remove()
 })
 
@@ -44,7 +42,7 @@ const REDIS = 'REDIS_CLIENT'
 /** TollgateModule as the test wants it: forRoot with a store instance, or forRootAsync with the Redis client injected. */
 function tollgate(store: 'memory' | 'Redis', options: TollgateModuleOptions): DynamicModule {
   if (store === 'memory') return TollgateModule.forRoot({ ...options, store: new MemoryStore() })
-  const holder: DynamicModule = { module: class RedisHolder {}, providers: [{ provide: REDIS, useValue: client }], exports: [REDIS] }
+  const holder: DynamicModule = { module: class RedisHolder {}, providers: [{ provide: REDIS, useValue: db.client }], exports: [REDIS] }
   return TollgateModule.forRootAsync({
     imports: [holder],
     inject: [REDIS],
@@ -105,7 +103,7 @@ describe.each<[Platform, 'memory' | 'Redis']>([
     expect(overClass.status).toBe(429)
     expect(overClass.headers.ratelimit).toBe('"10-per-1m";r=4;t=60, "5-per-1m";r=0;t=60')
     expect(overClass.headers['retry-after']).toBe('60')
-    if (store === 'Redis') expect(await keysWithoutTtl(client, prefix)).toEqual([])
+    if (store === 'Redis') expect(await keysWithoutTtl(db.client, prefix)).toEqual([])
   })
 
   it('sends the refusal byte for byte as @tollgate/express does', async () => {

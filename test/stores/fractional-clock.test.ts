@@ -1,17 +1,13 @@
 import { type AlgorithmName, Limiter, RedisStore } from '@tollgate/core'
-import type { Redis } from 'ioredis'
-import { keysWithoutTtl, newRedisClient, quitClient, testPrefix } from '../harness/redis'
+import { keysWithoutTtl, testPrefix } from '../harness/redis'
+import { useRedis } from '../harness/use-redis'
 
 // A clock with a fraction of a ms (performance.now() based, as a test or a simulation may inject) must
 // count in Redis like Date.now: Redis takes whole ms only in PEXPIRE and SET PX, and a refused PEXPIRE in
 // the fixed window's transaction once left its key counting with no TTL at all.
 const ALGORITHMS: AlgorithmName[] = ['fixed-window', 'sliding-window', 'gcra', 'sliding-log']
 
-let client: Redis
-beforeAll(() => {
-  client = newRedisClient()
-})
-afterAll(() => quitClient(client))
+const db = useRedis()
 
 it.each(ALGORITHMS)('%s on Redis counts with a clock that has a fraction of a ms, and every key it writes expires', async (algorithm) => {
   const prefix = testPrefix('fractional-clock')
@@ -22,7 +18,7 @@ it.each(ALGORITHMS)('%s on Redis counts with a clock that has a fraction of a ms
     max: 3,
     window: '1m',
     prefix,
-    store: new RedisStore({ client, timeout: 1000 }),
+    store: new RedisStore({ client: db.client, timeout: 1000 }),
     clock: () => start + (performance.now() - t0),
   })
   const decisions = []
@@ -33,5 +29,5 @@ it.each(ALGORITHMS)('%s on Redis counts with a clock that has a fraction of a ms
     ['store', true],
     ['store', false],
   ])
-  expect(await keysWithoutTtl(client, prefix)).toEqual([])
+  expect(await keysWithoutTtl(db.client, prefix)).toEqual([])
 })

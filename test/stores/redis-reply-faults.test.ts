@@ -2,9 +2,10 @@ import { execFileSync } from 'node:child_process'
 import { randomUUID } from 'node:crypto'
 import { Limiter, RedisStore } from '@tollgate/core'
 import { Redis } from 'ioredis'
-import { type RedisServer, sleep, startRedisServer } from '../harness/redis-server'
+import { type RedisServer, startRedisServer } from '../harness/redis-server'
 import type { ProxiedConnection, TcpProxy } from '../support/tcp-proxy'
 import { startTcpProxy } from '../support/tcp-proxy'
+import { sleep } from '../support/time'
 
 // Faults a network or a broken proxy makes between the store and Redis, through a real TCP proxy in
 // front of this file's own redis-server: a connection that goes silent without closing (a half-open

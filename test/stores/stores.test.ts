@@ -1,27 +1,13 @@
 import { type Decision, Limiter, MAX_BATCH_KEYS, MemoryStore, RedisStore } from '@tollgate/core'
 import { Redis as IORedis, type Redis } from 'ioredis'
 import type { RedisClientType } from 'redis'
-import {
-  closeNodeRedis,
-  escapeGlob,
-  keysWithoutTtl,
-  newNodeRedisClient,
-  newRedisClient,
-  quitClient,
-  scanKeys,
-  testPrefix,
-} from '../harness/redis'
+import { closeNodeRedis, escapeGlob, keysWithoutTtl, newNodeRedisClient, quitClient, scanKeys, testPrefix } from '../harness/redis'
 import { serverUrl, testServers } from '../harness/servers'
+import { useRedis } from '../harness/use-redis'
+import { random } from '../support/random'
 import { storeContract } from './store-contract'
 
-let client: Redis
-beforeAll(async () => {
-  client = newRedisClient()
-  await client.ping()
-})
-afterAll(async () => {
-  await quitClient(client)
-})
+const db = useRedis()
 
 storeContract('memory', () => ({ store: new MemoryStore({ sweepIntervalMs: 0 }), prefix: 'm:' }), { sameAsMemory: false })
 describe.each(testServers())('on $name', (server) => {
@@ -63,7 +49,7 @@ describe.each(testServers())('on $name', (server) => {
 
 /** The client, recording how many keys (INCRBY + PEXPIRE pairs) each transaction carries. */
 function countingMulti(seen: number[]): Redis {
-  return new Proxy(client, {
+  return new Proxy(db.client, {
     get(target, prop, receiver) {
       if (prop !== 'multi') return Reflect.get(target, prop, receiver)
       return () => {
@@ -83,15 +69,15 @@ function countingMulti(seen: number[]): Redis {
 describe('RedisStore keys', () => {
   it('writes <prefix>{<client>}:<window index> with a TTL reaching just past the window end', async () => {
     const prefix = testPrefix('layout')
-    const store = new RedisStore({ client, timeout: '2s' })
+    const store = new RedisStore({ client: db.client, timeout: '2s' })
     const now = Date.now()
     await store.increment(`${prefix}{203.0.113.7}`, 1, 1000, now)
     const key = `${prefix}{203.0.113.7}:${Math.floor(now / 1000)}`
-    expect(await client.get(key)).toBe('1')
-    const ttl = await client.pttl(key)
+    expect(await db.client.get(key)).toBe('1')
+    const ttl = await db.client.pttl(key)
     expect(ttl).toBeGreaterThan(0)
     expect(ttl).toBeLessThanOrEqual(2000)
-    expect(await keysWithoutTtl(client, prefix)).toEqual([])
+    expect(await keysWithoutTtl(db.client, prefix)).toEqual([])
   })
 
   it('sends one round trip for the concurrent increments of one event-loop turn', async () => {
@@ -128,7 +114,7 @@ describe('RedisStore keys', () => {
       expect({ i, count: counts[i] }).toEqual({ i, count: total })
     })
     const window = Math.floor(now / 60_000)
-    for (const [key, total] of running) expect(Number(await client.get(`${key}:${window}`))).toBe(total)
+    for (const [key, total] of running) expect(Number(await db.client.get(`${key}:${window}`))).toBe(total)
   })
 
   it('counts a key whose window turns within one turn in each window, and keeps them apart', async () => {
@@ -150,10 +136,10 @@ describe('RedisStore keys', () => {
     expect(counts).toEqual([1, 3, 1, 2, 4, 1])
     // The turn's batch goes out at each change of window: [edge − 1], [edge], [edge − 1], then the rest.
     expect(seen).toEqual([1, 1, 1, 1])
-    expect(await client.get(`${key}:${edge / 1000 - 1}`)).toBe('4')
-    expect(await client.get(`${key}:${edge / 1000}`)).toBe('2')
-    expect(await client.get(`${key}:${Math.floor(edge / 60_000)}`)).toBe('1')
-    expect(await keysWithoutTtl(client, prefix)).toEqual([])
+    expect(await db.client.get(`${key}:${edge / 1000 - 1}`)).toBe('4')
+    expect(await db.client.get(`${key}:${edge / 1000}`)).toBe('2')
+    expect(await db.client.get(`${key}:${Math.floor(edge / 60_000)}`)).toBe('1')
+    expect(await keysWithoutTtl(db.client, prefix)).toEqual([])
   })
 })
 
@@ -164,30 +150,32 @@ describe('the over-limit cache', () => {
     let now = Math.floor(Date.now() / 1000) * 1000 + 10
     const prefix = testPrefix('over-cache')
     const clock = () => now
-    const redis = new Limiter({ max: 3, store: new RedisStore({ client, timeout: '2s' }), prefix, clock, key: (r: { k: string }) => r.k })
+    const redis = new Limiter({
+      max: 3,
+      store: new RedisStore({ client: db.client, timeout: '2s' }),
+      prefix,
+      clock,
+      key: (r: { k: string }) => r.k,
+    })
     const memory = new Limiter({ max: 3, store: new MemoryStore({ sweepIntervalMs: 0 }), prefix, clock, key: (r: { k: string }) => r.k })
-    let seed = 7
-    const random = () => {
-      seed = (seed * 48271) % 2147483647
-      return seed / 2147483647
-    }
+    const next = random(7)
     let cached = 0
     for (let step = 0; step < 400; step++) {
-      now += Math.floor(random() * 60) // crosses a 1 s edge every ~30 steps
-      const req = { k: `c${Math.floor(random() * 3)}` }
+      now += Math.floor(next() * 60) // crosses a 1 s edge every ~30 steps
+      const req = { k: `c${Math.floor(next() * 3)}` }
       const [a, b] = await Promise.all([redis.check(req), memory.check(req)])
       expect({ step, allowed: (a as Decision).allowed }).toEqual({ step, allowed: (b as Decision).allowed })
       if ((a as Decision).source === 'cache') cached++
     }
     expect(cached).toBeGreaterThan(20) // the cache really answered
-    expect(await keysWithoutTtl(client, prefix)).toEqual([])
-    expect((await scanKeys(client, `${escapeGlob(prefix)}*`)).length).toBeGreaterThan(0)
+    expect(await keysWithoutTtl(db.client, prefix)).toEqual([])
+    expect((await scanKeys(db.client, `${escapeGlob(prefix)}*`)).length).toBeGreaterThan(0)
   })
 })
 
 describe('RedisStore deadline', () => {
   it('does not time out a reply that arrived while this process, not Redis, was stalled', async () => {
-    const store = new RedisStore({ client, timeout: 50, batch: false })
+    const store = new RedisStore({ client: db.client, timeout: 50, batch: false })
     const prefix = testPrefix('stall')
     const pending = store.increment(`${prefix}{c}`, 1, 60_000, Date.now())
     const until = Date.now() + 150 // block the event loop for 3 × the deadline

@@ -1,25 +1,7 @@
-import { type AlgorithmName, Limiter, type LimiterOptions, MemoryStore, RedisStore, type Store } from '@tollgate/core'
-import type { Redis } from 'ioredis'
-import { newRedisClient, quitClient, testPrefix } from '../harness/redis'
-
-/** The stores every algorithm's decisions are checked on: memory, and Redis through `client()` (called per store). */
-export function limiterStores(client: () => Redis): Array<[string, () => Store]> {
-  return [
-    ['memory', () => new MemoryStore({ sweepIntervalMs: 0 })],
-    ['Redis', () => new RedisStore({ client: client(), timeout: '2s' })],
-  ]
-}
-
-/** A clock a test moves by hand: pass `read` as the limiter's `clock`. */
-export interface TestClock {
-  now: number
-  readonly read: () => number
-}
-
-export function testClock(now = 0): TestClock {
-  const clock = { now, read: () => clock.now }
-  return clock
-}
+import { type AlgorithmName, Limiter, type LimiterOptions, type Store } from '@tollgate/core'
+import { testPrefix } from '../harness/redis'
+import { useRedis } from '../harness/use-redis'
+import { type TestClock, testClock } from './time'
 
 /**
  * One request of a decision table and what it must get:
@@ -42,21 +24,16 @@ export async function replay(limiter: Limiter, clock: TestClock, key: string, st
 }
 
 /**
- * One algorithm's decision tables, on every store of `limiterStores`: opens a Redis client for the file
- * (`client()` for tests of its own), and hands each store's tests a factory of limiters with the
+ * One algorithm's decision tables, on the stores of `useRedis().stores()`: opens a Redis client for the
+ * file (`client()` for tests of its own), and hands each store's tests a factory of limiters with the
  * algorithm, `defaults`, a fresh store, a prefix of their own and a clock they move by hand.
  */
 export function algorithmSuite(algorithm: AlgorithmName, defaults: LimiterOptions) {
-  let client: Redis
-  beforeAll(async () => {
-    client = newRedisClient()
-    await client.ping()
-  })
-  afterAll(() => quitClient(client))
+  const redis = useRedis()
   return {
-    client: () => client,
+    client: () => redis.client,
     each(body: (limiter: (options?: LimiterOptions) => { limiter: Limiter; clock: TestClock }, makeStore: () => Store) => void) {
-      describe.each(limiterStores(() => client))(`${algorithm} on the %s store`, (_storeName, makeStore) => {
+      describe.each(redis.stores())(`${algorithm} on the %s store`, (_storeName, makeStore) => {
         body((options = {}) => {
           const clock = testClock()
           const limiter = new Limiter({

@@ -42,5 +42,3 @@ export function loadLoop(
     },
   }
 }
-
-export const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
