@@ -15,6 +15,7 @@ module.exports = {
   moduleNameMapper: {
     '^@tollgate/(core|express|fastify|koa|nestjs)$': '<rootDir>/packages/$1/src/index.ts',
     '^@tollgate/core/adapter$': '<rootDir>/packages/core/src/adapter.ts',
+    '^@tollgate/core/testing$': '<rootDir>/packages/core/src/testing.ts',
   },
   globalSetup: '<rootDir>/test/harness/global-setup.ts',
   globalTeardown: '<rootDir>/test/harness/global-teardown.ts',

@@ -1,4 +1,5 @@
 import { type Decision, Limiter, MAX_BATCH_KEYS, MemoryStore, RedisStore } from '@tollgate/core'
+import { storeContract } from '@tollgate/core/testing'
 import { Redis as IORedis, type Redis } from 'ioredis'
 import type { RedisClientType } from 'redis'
 import {
@@ -12,7 +13,6 @@ import {
   testPrefix,
 } from '../harness/redis'
 import { serverUrl, testServers } from '../harness/servers'
-import { storeContract } from './store-contract'
 
 let client: Redis
 beforeAll(async () => {
