@@ -3,6 +3,8 @@ module.exports = {
   testEnvironment: 'node',
   roots: ['<rootDir>/test', '<rootDir>/packages'],
   testMatch: ['**/*.test.ts'],
+  // The external suite's scratch projects run their own tests, against the packed packages (test/external/run.mjs).
+  testPathIgnorePatterns: ['/node_modules/', '<rootDir>/test/external/projects/'],
   transform: {
     '^.+\\.tsx?$': [
       'ts-jest',
