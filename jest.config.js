@@ -3,6 +3,8 @@ module.exports = {
   testEnvironment: 'node',
   roots: ['<rootDir>/test', '<rootDir>/packages'],
   testMatch: ['**/*.test.ts'],
+  // The external suite's scratch projects run their own tests, against the packed packages (test/external/run.mjs).
+  testPathIgnorePatterns: ['/node_modules/', '<rootDir>/test/external/projects/'],
   transform: {
     '^.+\\.tsx?$': [
       'ts-jest',
@@ -16,6 +18,7 @@ module.exports = {
     '^@tollgate/(core|express|fastify|koa|nestjs)$': '<rootDir>/packages/$1/src/index.ts',
     '^@tollgate/core/adapter$': '<rootDir>/packages/core/src/adapter.ts',
     '^@tollgate/express/internal$': '<rootDir>/packages/express/src/internal.ts',
+    '^@tollgate/core/testing$': '<rootDir>/packages/core/src/testing.ts',
   },
   globalSetup: '<rootDir>/test/harness/global-setup.ts',
   globalTeardown: '<rootDir>/test/harness/global-teardown.ts',

@@ -1,5 +1,6 @@
 import { createServer, type Server } from 'node:http'
 import { type Decision, Limiter, type LimiterOptions } from '@tollgate/core'
+import { storeContract } from '@tollgate/core/testing'
 import { RedisStore, rateLimit } from '@tollgate/express'
 import express from 'express'
 import { Cluster } from 'ioredis'
@@ -7,7 +8,6 @@ import type { RedisClusterType } from 'redis'
 import { keySlot } from '../../packages/core/src/stores/redis-slots'
 import { closeNodeRedis, newNodeRedisCluster, testPrefix } from '../harness/redis'
 import { type RedisCluster, startRedisCluster } from '../harness/redis-cluster'
-import { storeContract } from '../stores/store-contract'
 import { burst, close, listen } from '../support/http'
 
 // A real local Redis Cluster of three masters, made of redis-server processes on free ports. Every

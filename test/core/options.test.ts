@@ -1,5 +1,6 @@
 import { Limiter, MemoryStore, parseDuration, TollgateError } from '@tollgate/core'
-import { LIMIT_DEFINING_KEYS, nestedOptions } from '@tollgate/core/adapter'
+import { nestedOptions } from '@tollgate/core/adapter'
+import { LIMIT_DEFINING_KEYS } from '../../packages/core/src/options/nested-options'
 
 describe('options are validated once, at construction', () => {
   // Every option, each with wrong types and values: the error names the option and the value.

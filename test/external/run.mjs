@@ -4,7 +4,9 @@
 // tarballs are installed into scratch projects in a temporary directory outside the repository (see
 // projects/: Express compiled to CommonJS, Express as an ES module, Fastify in TypeScript with
 // `module: nodenext` and strict, Koa, a NestJS app compiled with experimentalDecorators), each is compiled when it is TypeScript and started, and real
-// HTTP requests on 127.0.0.1 check that with `max: 2` the third request is refused with a 429.
+// HTTP requests on 127.0.0.1 check that with `max: 2` the third request is refused with a 429. One project is a
+// store author's instead (store-author): a store of its own, checked under node:test by the contract suite that
+// @tollgate/core/testing ships.
 //
 //   node test/external/run.mjs [--no-build] [--keep]
 //
@@ -172,6 +174,22 @@ async function exercise(port, project) {
   }
 }
 
+// Projects with tests instead of a server: the command that runs them once they are built (TAP, read below).
+const TESTS = {
+  'store-author': ['--test', '--test-reporter=tap', 'dist/map-store.test.js'],
+}
+
+function runTests(dir, project) {
+  const argv = TESTS[project]
+  const r = run(process.execPath, argv, { cwd: dir, timeout: 120_000 })
+  const count = (what) => Number(new RegExp(`^# ${what} (\\d+)$`, 'm').exec(r.stdout)?.[1] ?? Number.NaN)
+  const [passed, failed] = [count('pass'), count('fail')]
+  const what = `node ${argv.join(' ')}: ${passed} passed, ${failed} failed`
+  // The contract alone has more than ten cases for a fixed-window store: fewer means it did not run.
+  if (r.status === 0 && failed === 0 && passed > 10) ok(what)
+  else fail(`${what}\n${indent(r.out)}`)
+}
+
 const ENTRY = {
   'express-cjs': 'dist/server.js',
   'express-esm': 'server.js',
@@ -215,6 +233,10 @@ for (const project of readdirSync(projectsDir).sort()) {
       continue
     }
     ok(what)
+  }
+  if (TESTS[project]) {
+    runTests(dir, project)
+    continue
   }
   let server
   try {

@@ -1,6 +1,7 @@
 import { tracingChannel } from 'node:diagnostics_channel'
-import { MAX_BATCH_KEYS, RedisStore } from '@tollgate/core'
+import { RedisStore } from '@tollgate/core'
 import { Redis } from 'ioredis'
+import { MAX_BATCH_KEYS } from '../../packages/core/src/stores/redis-batch'
 import { getFreePort, type RedisServer, startRedisServer } from '../harness/redis-server'
 
 // A standalone ioredis client's fixed-window transactions are written straight onto its connection

@@ -1,11 +1,12 @@
-import { type Decision, Limiter, MAX_BATCH_KEYS, MemoryStore, RedisStore } from '@tollgate/core'
+import { type Decision, Limiter, MemoryStore, RedisStore } from '@tollgate/core'
+import { storeContract } from '@tollgate/core/testing'
 import { Redis as IORedis, type Redis } from 'ioredis'
 import type { RedisClientType } from 'redis'
+import { MAX_BATCH_KEYS } from '../../packages/core/src/stores/redis-batch'
 import { closeNodeRedis, escapeGlob, keysWithoutTtl, newNodeRedisClient, quitClient, scanKeys, testPrefix } from '../harness/redis'
 import { serverUrl, testServers } from '../harness/servers'
 import { useRedis } from '../harness/use-redis'
 import { random } from '../support/random'
-import { storeContract } from './store-contract'
 
 const db = useRedis()
 

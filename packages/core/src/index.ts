@@ -10,7 +10,6 @@ export { Limiter } from './limiter/limiter'
 export type { Rejection } from './limiter/response'
 export type { LimiterOptions, LimitOptions } from './options/limiter-options'
 export { MemoryStore, type MemoryStoreOptions } from './stores/memory-store'
-export { MAX_BATCH_KEYS } from './stores/redis-batch'
 export type { NodeRedisClientLike, NodeRedisClusterLike, NodeRedisMultiLike, NodeRedisNodeLike } from './stores/redis-node'
 export { type RedisClientLike, RedisStore, type RedisStoreOptions } from './stores/redis-store'
 export type {

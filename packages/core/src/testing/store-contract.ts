@@ -1,0 +1,476 @@
+import assert from 'node:assert/strict'
+import { MemoryStore } from '../stores/memory-store'
+import type { AlgorithmName, LimitSpec, Store, StoreCall, StoreResult } from '../types'
+import { countOf, limitSpec, resetCount, storeCall } from './store-calls'
+
+/*
+ * The store contract: the behaviour every `Store` must have, for every algorithm, written once and run
+ * against each store (Tollgate's own memory and Redis stores, and yours). It speaks only the public
+ * protocol (`admit`, `refund`, `forget`, the optional `increment` and block members), with
+ * `MemoryStore` as the reference the other stores must agree with.
+ *
+ * It asserts with node:assert and takes `describe`/`it` from the caller, so it runs under any runner
+ * that has those two (jest, vitest, mocha, node:test) and @tollgate/core depends on none of them.
+ */
+
+/** The two functions of a test runner the suite declares its cases with: jest's, vitest's, mocha's or node:test's. */
+export interface ContractRunner {
+  describe(name: string, body: () => void): unknown
+  it(name: string, body: () => Promise<void>): unknown
+}
+
+/**
+ * What the Redis checks read through: an ioredis `Redis` or `Cluster` fits (a Cluster is scanned on
+ * each of its masters).
+ */
+export interface ContractRedis {
+  scan(cursor: string, match: 'MATCH', pattern: string, count: 'COUNT', n: number): Promise<[string, string[]]>
+  pttl(key: string): Promise<number>
+  nodes?(role: 'master'): ContractRedis[]
+}
+
+export interface StoreContractOptions {
+  /** The store has the optional `increment` fast path of the single-limit fixed window. @default true */
+  increment?: boolean
+  /** The store keeps `blockDuration` blocks: `blockedUntil`, `block` and `unblock`. @default true */
+  blocks?: boolean
+  /** Compare a sequence of answers with a MemoryStore's (off for the MemoryStore itself). @default true */
+  sameAsMemory?: boolean
+  /**
+   * The algorithms the store counts; a store that counts fewer than all four should refuse the others
+   * with an error, so a limiter configured with one of them fails loudly.
+   * @default ['fixed-window', 'sliding-window', 'gcra', 'sliding-log']
+   */
+  algorithms?: readonly AlgorithmName[]
+  /** The Redis client (ioredis) the store writes through: adds the key checks (every key has a TTL, one hash tag per call). */
+  redis?: () => ContractRedis
+  /** `describe` and `it` of your test runner. @default the global `describe` and `it` (jest, vitest with globals, mocha) */
+  runner?: ContractRunner
+}
+
+/** What `make` returns: a fresh store, and a key prefix no other test uses. */
+export interface ContractStore {
+  store: Store
+  prefix: string
+}
+
+const ALL_ALGORITHMS: readonly AlgorithmName[] = ['fixed-window', 'sliding-window', 'gcra', 'sliding-log']
+const SECOND = 1000
+const MINUTE = 60 * SECOND
+const HOUR = 60 * MINUTE
+
+/** The start of the next window of `ms`: tests place their calls at known distances from its edges. */
+function windowStart(ms: number): number {
+  return (Math.floor(Date.now() / ms) + 1) * ms
+}
+
+/** The hash tag Redis Cluster hashes a key by: the text inside its first `{...}`, else the whole key. */
+function hashTag(key: string): string {
+  const open = key.indexOf('{')
+  const close = open === -1 ? -1 : key.indexOf('}', open + 1)
+  return close > open + 1 ? key.slice(open + 1, close) : key
+}
+
+/** An answer as the contract compares it: the verdict and the numbers, nothing a store may add beside them. */
+const answer = (result: StoreResult) => ({ allowed: result.allowed, values: [...result.values] })
+
+/** One admit, its answer checked for shape: a boolean and two finite numbers per limit. */
+async function admit(store: Store, call: StoreCall): Promise<StoreResult> {
+  const result = await store.admit(call)
+  assert.equal(typeof result.allowed, 'boolean', 'admit answers { allowed: boolean }')
+  assert.equal(result.values.length, 2 * call.limits.length, 'admit answers two numbers per limit')
+  assert.deepEqual(
+    result.values.filter((v) => !Number.isFinite(v)),
+    [],
+    'every number of an answer is finite',
+  )
+  return result
+}
+
+async function scanNode(node: ContractRedis, pattern: string, found: Set<string>): Promise<void> {
+  let cursor = '0'
+  do {
+    const [next, keys] = await node.scan(cursor, 'MATCH', pattern, 'COUNT', 1000)
+    for (const key of keys) found.add(key) // SCAN may return a key more than once
+    cursor = next
+  } while (cursor !== '0')
+}
+
+/** Keys under `prefix`, found with SCAN (KEYS would block a server others share), on every master of a Cluster. */
+async function keysUnder(client: ContractRedis, prefix: string): Promise<string[]> {
+  const pattern = `${prefix.replace(/[*?[\]\\]/g, '\\$&')}*`
+  const found = new Set<string>()
+  const masters = typeof client.nodes === 'function' ? client.nodes('master') : [client]
+  assert.ok(masters.length > 0, 'the Cluster client knows no master yet: run a command first so it loads the slot map')
+  await Promise.all(masters.map((node) => scanNode(node, pattern, found)))
+  return [...found].sort()
+}
+
+/** Keys under `prefix` that would live forever (PTTL -1; -2 is a key that expired between SCAN and PTTL). */
+async function keysWithoutTtl(client: ContractRedis, prefix: string): Promise<string[]> {
+  const keys = await keysUnder(client, prefix)
+  const ttls = await Promise.all(keys.map((key) => client.pttl(key)))
+  return keys.filter((_, i) => ttls[i] === -1)
+}
+
+function globalRunner(): ContractRunner {
+  const g = globalThis as { describe?: ContractRunner['describe']; it?: ContractRunner['it'] }
+  if (typeof g.describe !== 'function' || typeof g.it !== 'function') {
+    throw new TypeError(
+      "storeContract: no global describe/it; pass your runner's: storeContract(name, make, { runner: { describe, it } }) (e.g. from 'node:test')",
+    )
+  }
+  return { describe: g.describe, it: g.it }
+}
+
+/**
+ * Declares the contract's cases for one store, inside the caller's test file:
+ *
+ *   storeContract('my store', () => ({ store: new MyStore(), prefix: `t:${randomUUID()}:` }), {
+ *     increment: false,    // it has no increment() fast path
+ *     blocks: false,       // it has no blockedUntil()/block()/unblock(): blockDuration stays in the limiter's process
+ *     redis: () => client, // it writes through this ioredis client: check TTLs and hash tags too
+ *   })
+ *
+ * `make` runs once per case, after the caller's setup hooks; it returns a fresh store and a key prefix
+ * that no other case uses. Calls carry their own time (`now`), so nothing here sleeps.
+ */
+export function storeContract(name: string, make: () => ContractStore, options: StoreContractOptions = {}): void {
+  const { describe, it } = options.runner ?? globalRunner()
+  const algorithms = options.algorithms ?? ALL_ALGORITHMS
+  describe(`${name} store contract`, () => {
+    if (options.increment !== false) incrementContract({ describe, it }, make)
+    if (options.blocks !== false) blockContract(it, make, options.redis)
+    for (const algorithm of algorithms) describe(algorithm, () => algorithmContract(it, algorithm, make, options))
+  })
+}
+
+function algorithmContract(it: ContractRunner['it'], algorithm: AlgorithmName, make: () => ContractStore, options: StoreContractOptions) {
+  const one = limitSpec(5, MINUTE, 5, '1m')
+  // Two limits, distinct windows and labels: 3 per 10 s and 5 per hour.
+  const short = limitSpec(3, 10 * SECOND, 3, '10s')
+  const long = limitSpec(5, HOUR, 5, '1h')
+  const call = (storeKey: string, limits: LimitSpec[], cost: number, now: number) => storeCall(algorithm, storeKey, limits, cost, now)
+
+  /** Admits calls of `cost` one after another until one is refused: the number admitted. */
+  async function admitUntilRefused(store: Store, storeKey: string, limits: LimitSpec[], now: number, cost = 1): Promise<number> {
+    for (let n = 0; n < 100; n++) if (!(await admit(store, call(storeKey, limits, cost, now))).allowed) return n
+    throw new assert.AssertionError({ message: '100 calls admitted in a row' })
+  }
+  /** The numbers a read (cost 0) answers: they change when, and only when, something is counted. */
+  const read = async (store: Store, storeKey: string, limits: LimitSpec[], now: number) => [
+    ...(await admit(store, call(storeKey, limits, 0, now))).values,
+  ]
+
+  it('admits calls of cost 1 up to max, two numbers per limit in each answer, then refuses', async () => {
+    const { store, prefix } = make()
+    const now = windowStart(MINUTE) + SECOND
+    const answers: boolean[] = []
+    for (let i = 0; i < 7; i++) answers.push((await admit(store, call(`${prefix}{c}`, [one], 1, now))).allowed)
+    assert.deepEqual(answers, [true, true, true, true, true, false, false])
+    const both = await admit(store, call(`${prefix}{d}`, [short, long], 1, now))
+    assert.deepEqual([both.allowed, both.values.length], [true, 4])
+  })
+
+  it('counts nothing for a call of cost 0', async () => {
+    const { store, prefix } = make()
+    const key = `${prefix}{c}`
+    const now = windowStart(MINUTE) + SECOND
+    const fresh = await read(store, key, [one], now)
+    for (let i = 0; i < 3; i++) await admit(store, call(key, [one], 0, now))
+    assert.deepEqual(await read(store, key, [one], now), fresh)
+    assert.equal((await admit(store, call(key, [one], 1, now))).allowed, true)
+    assert.notDeepEqual(await read(store, key, [one], now), fresh, 'a counted call shows in the numbers')
+    assert.equal(await admitUntilRefused(store, key, [one], now), 4)
+  })
+
+  it('refuses a call costing more than max and counts none of it', async () => {
+    const { store, prefix } = make()
+    const now = windowStart(MINUTE) + SECOND
+    assert.equal((await admit(store, call(`${prefix}{c}`, [one], 6, now))).allowed, false)
+    assert.equal(await admitUntilRefused(store, `${prefix}{c}`, [one], now), 5)
+  })
+
+  it('counts a call the shorter limit refuses in no limit: the longer one keeps its room', async () => {
+    const { store, prefix } = make()
+    const key = `${prefix}{c}`
+    const t = windowStart(HOUR) + SECOND
+    assert.equal(await admitUntilRefused(store, key, [short, long], t), 3)
+    for (let i = 0; i < 3; i++) assert.equal((await admit(store, call(key, [short, long], 1, t))).allowed, false)
+    // 20 s later the 10 s limit is empty again; the hour has 5 − 3 = 2 left (none, had the four
+    // refused calls counted in it).
+    assert.equal(await admitUntilRefused(store, key, [short, long], t + 20 * SECOND), 2)
+  })
+
+  it('counts a call the longer limit refuses in no limit: the shorter one is left as it was', async () => {
+    const { store, prefix } = make()
+    const key = `${prefix}{c}`
+    const t = windowStart(HOUR) + SECOND
+    const later = t + 20 * SECOND
+    await admitUntilRefused(store, key, [short, long], t)
+    assert.equal(await admitUntilRefused(store, key, [short, long], later), 2, 'the hour is full, the 10 s limit has 1 left')
+    const before = await read(store, key, [short, long], later)
+    for (let i = 0; i < 3; i++) assert.equal((await admit(store, call(key, [short, long], 1, later))).allowed, false)
+    assert.deepEqual(await read(store, key, [short, long], later), before)
+  })
+
+  it('gives back the room of an admitted call on refund, in every limit of the call', async () => {
+    const { store, prefix } = make()
+    const key = `${prefix}{c}`
+    const t = windowStart(HOUR) + SECOND
+    const first = call(key, [short, long], 1, t)
+    assert.equal((await admit(store, first)).allowed, true)
+    assert.equal(await admitUntilRefused(store, key, [short, long], t), 2)
+    await store.refund(first)
+    assert.equal(await admitUntilRefused(store, key, [short, long], t), 1)
+    // The hour holds 3 again (3 admitted, 1 refunded, 1 more): 2 left, or 1 had the refund missed it.
+    assert.equal(await admitUntilRefused(store, key, [short, long], t + 20 * SECOND), 2)
+  })
+
+  it('never takes a count below zero, even when the same call is refunded twice', async () => {
+    const { store, prefix } = make()
+    const now = windowStart(MINUTE) + SECOND
+    const once = call(`${prefix}{c}`, [one], 1, now)
+    await admit(store, once)
+    await store.refund(once)
+    await store.refund(once)
+    assert.equal(await admitUntilRefused(store, `${prefix}{c}`, [one], now), 5)
+  })
+
+  // A refund carries its call's time, and undoes the call where it was counted, whenever it
+  // arrives: a refund sent after other calls opened the next window does what one sent at once
+  // does. For the fixed window that means the next window's count is left alone; for the others
+  // the call still weighs in the next moments (previous window, bucket, log), so the refund frees room.
+  it('undoes a call refunded after the window edge just as one refunded at once, in its own window only', async () => {
+    const { store, prefix } = make()
+    const lim = limitSpec(3, 10 * SECOND, 3, '10s')
+    const edge = windowStart(10 * SECOND)
+    const calls: Record<string, StoreCall> = {}
+    for (const c of ['late', 'early', 'control']) {
+      calls[c] = call(`${prefix}{${c}}`, [lim], 1, edge - 1) // the window's last ms
+      assert.equal((await admit(store, calls[c]!)).allowed, true)
+    }
+    await store.refund(calls.early!)
+    assert.equal((await admit(store, call(`${prefix}{other}`, [lim], 1, edge))).allowed, true) // the next window begins
+    await store.refund(calls.late!)
+    const admitted: Record<string, number> = {}
+    for (const c of ['late', 'early', 'control']) admitted[c] = await admitUntilRefused(store, `${prefix}{${c}}`, [lim], edge)
+    assert.deepEqual(admitted, algorithm === 'fixed-window' ? { late: 3, early: 3, control: 3 } : { late: 3, early: 3, control: 2 })
+  })
+
+  it("forgets the client's state for the call's limits, and nobody else's", async () => {
+    const { store, prefix } = make()
+    const t = windowStart(HOUR) + SECOND
+    const [c, d] = [`${prefix}{c}`, `${prefix}{d}`]
+    assert.equal(await admitUntilRefused(store, c, [short, long], t), 3)
+    assert.equal((await admit(store, call(d, [short, long], 1, t))).allowed, true)
+    const other = await read(store, d, [short, long], t)
+    await store.forget(call(c, [short, long], 0, t))
+    assert.deepEqual(await read(store, d, [short, long], t), other)
+    // Both limits start over: 3 now (2, had the hour kept its 3), then 2 more in the hour.
+    assert.equal(await admitUntilRefused(store, c, [short, long], t), 3)
+    assert.equal(await admitUntilRefused(store, c, [short, long], t + 20 * SECOND), 2)
+  })
+
+  it('admits exactly 50 of 200 concurrent calls of cost 1 against a max of 50', async () => {
+    const { store, prefix } = make()
+    const now = windowStart(MINUTE) + SECOND
+    const fifty = limitSpec(50, MINUTE, 50, '1m')
+    const answers = await Promise.all(Array.from({ length: 200 }, () => store.admit(call(`${prefix}{hot}`, [fifty], 1, now))))
+    assert.equal(answers.filter((a) => a.allowed).length, 50)
+    assert.equal(await admitUntilRefused(store, `${prefix}{hot}`, [fifty], now), 0)
+  })
+
+  if (options.sameAsMemory !== false) {
+    it('answers a fixed sequence of calls, across window edges, with the verdicts and numbers of the MemoryStore', async () => {
+      const { store, prefix } = make()
+      const reference = new MemoryStore({ sweepIntervalMs: 0 })
+      const limits = [limitSpec(3, 10 * SECOND, 3, '10s'), limitSpec(7, MINUTE, algorithm === 'gcra' ? 4 : 7, '1m')]
+      const t = windowStart(MINUTE)
+      const last = new Map<string, [StoreCall, boolean]>()
+      const answers: Array<[string, StoreResult, StoreResult]> = []
+      for (const [at, client, step] of SEQUENCE) {
+        const key = `${prefix}{${client}}`
+        const what = `${at} ms, ${client}, ${step}`
+        if (step === 'forget') {
+          const forget = call(key, limits, 0, t + at)
+          await Promise.all([store.forget(forget), reference.forget(forget)])
+        } else if (step === 'refund') {
+          const [previous, allowed] = last.get(client)!
+          if (allowed) await Promise.all([store.refund(previous), reference.refund(previous)])
+        } else {
+          const c = call(key, limits, step, t + at)
+          const [got, expected] = [await admit(store, c), reference.admit(c)]
+          answers.push([what, got, expected])
+          last.set(client, [c, expected.allowed])
+        }
+      }
+      assert.deepEqual(
+        answers.map(([what, got]) => [what, answer(got)]),
+        answers.map(([what, , expected]) => [what, answer(expected)]),
+      )
+      const verdicts = answers.map(([, , e]) => e.allowed)
+      assert.deepEqual([verdicts.includes(true), verdicts.includes(false)], [true, true], 'the sequence meets both verdicts')
+    })
+  }
+
+  const redis = options.redis
+  if (redis !== undefined) {
+    it('gives every key it writes a TTL', async () => {
+      const { store, prefix } = make()
+      const t = windowStart(HOUR) + SECOND
+      for (const [client, limits] of [
+        ['c', [one]],
+        ['d', [short, long]],
+      ] as const) {
+        const key = `${prefix}{${client}}`
+        const first = call(key, [...limits], 2, t)
+        await admit(store, first)
+        await admitUntilRefused(store, key, [...limits], t)
+        await store.refund(first)
+        await admitUntilRefused(store, key, [...limits], t + 20 * SECOND)
+        await read(store, key, [...limits], t + 30 * SECOND)
+      }
+      if (options.increment !== false) await store.increment!(`${prefix}{e}`, 1, MINUTE, t)
+      const written = await keysUnder(redis(), prefix)
+      assert.ok(written.length >= 3, `at least 3 keys written under ${prefix}, found ${written.length}`)
+      assert.deepEqual(await keysWithoutTtl(redis(), prefix), [])
+    })
+
+    it("keeps every key of a call under its client's hash tag, so one call stays in one Cluster slot", async () => {
+      const { store, prefix } = make()
+      const t = windowStart(HOUR) + SECOND
+      const clients = ['203.0.113.7', 'user:42']
+      for (const client of clients) for (let i = 0; i < 2; i++) await admit(store, call(`${prefix}{${client}}`, [short, long], 1, t))
+      const tags = (await keysUnder(redis(), prefix)).map(hashTag)
+      assert.deepEqual([...new Set(tags)].sort(), clients)
+      // At least one key per limit, all under the one tag.
+      for (const client of clients) {
+        const n = tags.filter((tag) => tag === client).length
+        assert.ok(n >= 2, `at least 2 keys under {${client}}, found ${n}`)
+      }
+    })
+  }
+}
+
+/**
+ * [ms after a minute's start, client, cost | 'refund' (that client's previous call, if admitted) | 'forget'],
+ * on 3 per 10 s and 7 per minute: bursts, costs from 0 to 3, and the edges of both windows.
+ */
+const SEQUENCE: Array<[number, string, number | 'refund' | 'forget']> = [
+  [0, 'a', 1],
+  [0, 'a', 2],
+  [100, 'a', 1],
+  [100, 'b', 3],
+  [200, 'b', 1],
+  [200, 'b', 'refund'],
+  [2_500, 'a', 0],
+  [9_999, 'a', 1],
+  [10_000, 'a', 1],
+  [10_000, 'a', 1],
+  [10_000, 'b', 2],
+  [10_000, 'b', 'refund'],
+  [12_500, 'a', 2],
+  [15_000, 'a', 1],
+  [19_999, 'b', 3],
+  [20_000, 'a', 3],
+  [20_000, 'b', 1],
+  [26_000, 'a', 1],
+  [31_000, 'a', 'forget'],
+  [31_000, 'a', 2],
+  [45_000, 'b', 3],
+  [55_000, 'a', 1],
+  [59_999, 'a', 1],
+  [60_000, 'a', 3],
+  [60_000, 'b', 1],
+  [61_000, 'b', 0],
+]
+
+/** The block members: a block holds until its end (with a TTL to match), and `unblock` ends it, and only it. */
+function blockContract(it: ContractRunner['it'], make: () => ContractStore, redis?: () => ContractRedis) {
+  it("keeps a block until unblock ends it, and leaves other clients' blocks alone", async () => {
+    const { store, prefix } = make()
+    assert.deepEqual([typeof store.blockedUntil, typeof store.block, typeof store.unblock], ['function', 'function', 'function'])
+    const now = Date.now()
+    const [a, b] = [`${prefix}{a}:block`, `${prefix}{b}:block`]
+    assert.equal(await store.blockedUntil!(a, now), 0)
+    await store.block!(a, now + MINUTE, now)
+    await store.block!(b, now + MINUTE, now)
+    assert.equal(await store.blockedUntil!(a, now + 30 * SECOND), now + MINUTE)
+    if (redis !== undefined) assert.deepEqual(await keysWithoutTtl(redis(), prefix), [])
+    await store.unblock!(a)
+    assert.equal(await store.blockedUntil!(a, now), 0)
+    assert.equal(await store.blockedUntil!(b, now), now + MINUTE)
+    await store.unblock!(a) // ending no block is no error
+  })
+}
+
+/** The optional fast path of the single-limit fixed window (`increment`), and its agreement with `admit`. */
+function incrementContract({ describe, it }: ContractRunner, make: () => ContractStore) {
+  const W = 60_000
+  const t0 = Math.floor(Date.now() / W) * W + 1000 // 1 s into the current minute
+
+  describe('increment', () => {
+    it('returns the count after each increment, starting at the cost', async () => {
+      const { store, prefix } = make()
+      const key = `${prefix}{a}`
+      assert.equal(await store.increment!(key, 1, W, t0), 1)
+      assert.equal(await store.increment!(key, 1, W, t0 + 10), 2)
+      assert.equal(await store.increment!(key, 5, W, t0 + 20), 7)
+    })
+
+    it('counts each key on its own', async () => {
+      const { store, prefix } = make()
+      assert.equal(await store.increment!(`${prefix}{a}`, 1, W, t0), 1)
+      assert.equal(await store.increment!(`${prefix}{b}`, 1, W, t0), 1)
+    })
+
+    it('starts again at the next window, aligned to the clock', async () => {
+      const { store, prefix } = make()
+      const key = `${prefix}{edge}`
+      await store.increment!(key, 3, W, t0 + W - 1001) // last ms of the window
+      assert.equal(await store.increment!(key, 1, W, t0 + W - 1001), 4)
+      assert.equal(await store.increment!(key, 1, W, t0 + W - 1000), 1) // first ms of the next
+    })
+
+    it('reads a count without changing it, and resets it', async () => {
+      const { store, prefix } = make()
+      const key = `${prefix}{peek}`
+      assert.equal(await countOf(store, key, W, t0), 0)
+      await store.increment!(key, 2, W, t0)
+      assert.equal(await countOf(store, key, W, t0), 2)
+      assert.equal(await countOf(store, key, W, t0), 2)
+      await resetCount(store, key, W, t0)
+      assert.equal(await countOf(store, key, W, t0), 0)
+      assert.equal(await store.increment!(key, 1, W, t0), 1)
+    })
+
+    it('gives each of many concurrent increments of one key its own exact position', async () => {
+      const { store, prefix } = make()
+      const key = `${prefix}{hot}`
+      const costs = Array.from({ length: 200 }, (_, i) => 1 + (i % 3))
+      const counts = await Promise.all(costs.map((cost) => store.increment!(key, cost, W, t0)))
+      // Each count is the running total at that request: distinct, and the last is the sum.
+      const total = costs.reduce((a, b) => a + b, 0)
+      assert.equal(Math.max(...counts), total)
+      assert.equal(new Set(counts).size, costs.length)
+      let running = 0
+      const expected = costs.map((c) => (running += c))
+      assert.deepEqual(
+        [...counts].sort((a, b) => a - b),
+        expected.sort((a, b) => a - b),
+      )
+    })
+
+    it('keeps many keys apart under concurrency', async () => {
+      const { store, prefix } = make()
+      const calls: Array<Promise<number>> = []
+      for (let round = 0; round < 5; round++)
+        for (let k = 0; k < 100; k++) calls.push(Promise.resolve(store.increment!(`${prefix}{k${k}}`, 1, W, t0)))
+      const counts = await Promise.all(calls)
+      for (let k = 0; k < 100; k++) {
+        assert.deepEqual([0, 1, 2, 3, 4].map((round) => counts[round * 100 + k]).sort(), [1, 2, 3, 4, 5], `key k${k}`)
+      }
+    })
+  })
+}
