@@ -23,7 +23,7 @@
 //   floor-raw      the same bytes on a socket of its own (node:net), no client library: the replies read
 //               by a parser that knows only this transaction's shape. Not a usable client (no reconnect,
 //               auth, TLS or error recovery); it shows what this transaction costs in Node at all, so
-//               that what ioredis adds on top of it (floor-direct) can be told apart (issue 17)
+//               that what ioredis adds on top of it (floor-direct) can be told apart
 // With --baseline DIR (a built checkout of Tollgate), tollgate and tollgate-nobatch each get a twin,
 // tollgate@base and tollgate-nobatch@base: the same RedisStore from DIR's @tollgate/core, measured in
 // the same interleaved cycles, and a before/after table of their ratios to plain is printed.

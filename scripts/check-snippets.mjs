@@ -1,4 +1,4 @@
-// Type-checks every ```ts block of the READMEs under strict TypeScript (issue 16): a snippet a reader
+// Type-checks every ```ts block of the READMEs under strict TypeScript: a snippet a reader
 // copies must compile. Each block becomes a module of its own in .tmp/snippets/; the names snippets use
 // without declaring them (the app, a login handler...) are declared once in PRELUDE below. The packages
 // resolve to their sources, as in the root tsconfig, so no build is needed.

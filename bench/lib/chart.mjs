@@ -1,4 +1,4 @@
-// SVG charts of an HTTP benchmark run (issue 16): one per framework, one panel per mode, one bar per
+// SVG charts of an HTTP benchmark run: one per framework, one panel per mode, one bar per
 // case: its throughput relative to the bare server of the same framework in the same cycle (median over
 // cycles, the whisker spanning min…max). Plain SVG text, no dependency, so the bench can write it beside
 // its Markdown and GitHub can show it in a README.
