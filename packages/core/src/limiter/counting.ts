@@ -14,10 +14,10 @@ import {
   type StoreResult,
 } from '../types'
 import { CallParts } from './call-parts'
-import { LocalCells } from './local-cells'
+import { LocalCells } from './fast-path/local-cells'
+import { MirrorCells, type MirrorEntry } from './fast-path/mirror-cells'
+import { OverLimit } from './fast-path/over-limit'
 import { Lockout } from './lockout'
-import { MirrorCells, type MirrorEntry } from './mirror-cells'
-import { OverLimit } from './over-limit'
 import { RefundLedger } from './refund-ledger'
 import type { Resilience } from './resilience'
 import type { Telemetry } from './telemetry'
@@ -35,7 +35,7 @@ export class Counting<Req> {
   /** The store is not in this process: it has a deadline, can fail, and the over-limit cache applies. */
   private readonly remote: boolean
   private readonly refunds: boolean
-  /** Clients already over the limit in this window (over-limit.ts). */
+  /** Clients already over the limit in this window (fast-path/over-limit.ts). */
   private readonly over = new OverLimit()
   /** What each refund undoes, once (refund-ledger.ts). */
   private readonly ledger: RefundLedger
@@ -43,9 +43,9 @@ export class Counting<Req> {
   private readonly keepCalls: boolean
   private readonly parts: CallParts
   private readonly lockout: Lockout
-  /** The memory store's cells of this limiter's clients (local-cells.ts); unset for other stores and with refunds. */
+  /** The memory store's cells of this limiter's clients (fast-path/local-cells.ts); unset for other stores and with refunds. */
   private readonly cells: LocalCells | undefined
-  /** Fast path, remote store with the fallback: each client's store key and last returned count (mirror-cells.ts), one lookup. */
+  /** Fast path, remote store with the fallback: each client's store key and last returned count (fast-path/mirror-cells.ts), one lookup. */
   private readonly mirror: MirrorCells | undefined
 
   constructor(
