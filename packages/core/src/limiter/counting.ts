@@ -39,7 +39,7 @@ export class Counting<Req> {
   private readonly over = new OverLimit()
   /** What each refund undoes, once (refund-ledger.ts). */
   private readonly ledger: RefundLedger
-  /** Keep every admitted decision's call: the sliding log's refund needs the call's id. */
+  /** Keep every admitted decision's call: with the refund options, or when the algorithm refunds by call id. */
   private readonly keepCalls: boolean
   private readonly parts: CallParts
   private readonly lockout: Lockout
@@ -58,7 +58,7 @@ export class Counting<Req> {
     this.fast = algorithm === fixedWindow && config.limits === undefined && typeof config.store.increment === 'function'
     this.remote = !config.store.local
     this.refunds = config.skipFailedRequests || config.skipSuccessfulRequests
-    this.keepCalls = this.refunds || algorithm.name === 'sliding-log'
+    this.keepCalls = this.refunds || algorithm.refundsByCallId
     this.parts = new CallParts(config as Config<unknown>, algorithm)
     this.ledger = new RefundLedger(this.parts)
     // Refunds keep each decision's call, which needs the store key: they take the increment path.
