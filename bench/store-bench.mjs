@@ -9,16 +9,16 @@
 // over several cycles against one private redis-server:
 //   plain       client.multi().incrby(key, 1).pexpire(key, ttl).exec() per decision (the textbook way)
 //   tollgate    Tollgate's RedisStore.increment() with { ownConnection: true }: batching on, the
-//               transactions on the store's own connection (redis-wire.ts)
+//               transactions on the store's own connection (stores/redis/own-connection.ts)
 //   tollgate-nobatch  RedisStore with { batch: false, ownConnection: true }: one MULTI/EXEC round trip per decision
 //   tollgate-client   RedisStore with its default options (ownConnection: false): the transactions written
-//               through the client's connection (redis-direct.ts)
+//               through the client's connection (stores/redis/direct-writer.ts)
 //   floor       the ioredis floor: the same transactions Tollgate sends (the decisions of one event-loop
 //               turn, up to 64 keys, in one MULTI with INCRBY + PEXPIRE per key), issued by hand with
 //               nothing else: no merging, no deadline, one resolve per decision, through multi([...])
 //   floor-chained  the same, built through ioredis's chained API (multi().incrby().pexpire()...)
 //   floor-direct   the same commands as ioredis Commands through client.sendCommand into one write,
-//               as Tollgate sends them on a standalone client (packages/core/src/stores/redis-direct.ts):
+//               as Tollgate sends them on a standalone client (packages/core/src/stores/redis/direct-writer.ts):
 //               the cheapest way to send this transaction through ioredis that this bench knows
 //   floor-raw      the same bytes on a socket of its own (node:net), no client library: the replies read
 //               by a parser that knows only this transaction's shape. Not a usable client (no reconnect,

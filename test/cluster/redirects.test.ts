@@ -1,6 +1,6 @@
-import { askTarget, followRedirects, prepareRetry, redirectOf, TRYAGAIN_PAUSE_MS } from '../../packages/core/src/stores/redis-redirects'
+import { askTarget, followRedirects, prepareRetry, redirectOf, TRYAGAIN_PAUSE_MS } from '../../packages/core/src/stores/redis/redirects'
 
-// The classification and the one retry of redis-redirects.ts, without a server: which failures mean
+// The classification and the one retry of stores/redis/redirects.ts, without a server: which failures mean
 // "the command did not run, the slot map is stale", and that a retry never goes out past the deadline.
 
 // Deadlines here are generous (1 s) except where the deadline is the point: timers on a loaded

@@ -1,7 +1,7 @@
 import { type Decision, type Duration, Limiter, type LimiterOptions, RedisStore } from '@tollgate/core'
 import { type Cluster, Redis } from 'ioredis'
 import type { RedisClusterType } from 'redis'
-import { keySlot } from '../../packages/core/src/stores/redis-slots'
+import { keySlot } from '../../packages/core/src/stores/redis/slots'
 import { testPrefix } from '../harness/redis'
 import { REDIS_HOST } from '../harness/redis-server'
 import { sleep } from '../support/time'

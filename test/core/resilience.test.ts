@@ -93,7 +93,7 @@ describe('a fallback that continues the count', () => {
   })
 
   it('continues the count of clients met before the limiter’s own mirror filled up and started over', async () => {
-    // The fast path keeps each client's last count itself (mirror-cells.ts, 32,768 clients at most)
+    // The fast path keeps each client's last count itself (limiter/fast-path/mirror-cells.ts, 32,768 clients at most)
     // and hands it to the fallback store when it fills up: 40,000 clients pass that bound.
     const store = new FlakyStore(true)
     const { limiter } = setup(store)

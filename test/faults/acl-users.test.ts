@@ -3,7 +3,7 @@ import { type AlgorithmName, type Decision, Limiter, type LimiterOptions, RedisS
 import { Redis } from 'ioredis'
 import { createClient, type RedisClientType } from 'redis'
 import { ALGORITHMS as ALL } from '../../packages/core/src/algorithms'
-import { CHECK_FORMS, commandsOf, diagnosisChecks } from '../../packages/core/src/stores/redis-permissions'
+import { CHECK_FORMS, commandsOf, diagnosisChecks } from '../../packages/core/src/stores/redis/permissions'
 import { closeNodeRedis, keysWithoutTtl, quitClient } from '../harness/redis'
 import type { RedisServer } from '../harness/redis-server'
 import { startTestServer, testServers } from '../harness/servers'

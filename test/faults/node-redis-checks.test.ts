@@ -7,8 +7,8 @@ import { closeNodeRedis, newNodeRedisClient, quitClient, testPrefix } from '../h
 import { type RedisServer, startRedisServer } from '../harness/redis-server'
 import { sleep } from '../support/time'
 
-// What RedisStore learns about a node-redis client once it can talk to it (redis-checks.ts), and the
-// scripts node-redis has no defineCommand for (redis-node.ts): preloaded when the store is built,
+// What RedisStore learns about a node-redis client once it can talk to it (stores/redis/client-watch.ts), and the
+// scripts node-redis has no defineCommand for (stores/redis/node-redis.ts): preloaded when the store is built,
 // healed after a SCRIPT FLUSH, a refused command named and the eviction warning, and a client its app never
 // connected. A server of this file's own: SCRIPT FLUSH, ACL users and CONFIG SET touch nobody else.
 

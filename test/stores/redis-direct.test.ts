@@ -1,11 +1,11 @@
 import { tracingChannel } from 'node:diagnostics_channel'
 import { RedisStore } from '@tollgate/core'
 import { Redis } from 'ioredis'
-import { MAX_BATCH_KEYS } from '../../packages/core/src/stores/redis-batch'
+import { MAX_BATCH_KEYS } from '../../packages/core/src/stores/redis/batcher'
 import { getFreePort, type RedisServer, startRedisServer } from '../harness/redis-server'
 
 // A standalone ioredis client's fixed-window transactions are written straight onto its connection
-// (packages/core/src/stores/redis-direct.ts) instead of through client.multi()'s Pipeline. These
+// (packages/core/src/stores/redis/direct-writer.ts) instead of through client.multi()'s Pipeline. These
 // tests read what reached Redis from its own command statistics, on a private server, so they see
 // the wire, not the code that wrote it.
 

@@ -6,7 +6,7 @@ import { type RedisServer, startRedisServer } from '../harness/redis-server'
 import { startTlsRedisServer, type TlsRedisServer } from '../harness/redis-tls'
 
 // With `ownConnection: true` on a standalone ioredis client, the store sends the fixed window's
-// transactions on a connection of its own (packages/core/src/stores/redis-wire.ts), named `tollgate`. These tests find that connection
+// transactions on a connection of its own (packages/core/src/stores/redis/own-connection.ts), named `tollgate`. These tests find that connection
 // in Redis's CLIENT LIST and read what it sent with MONITOR, on a private server, so they see the
 // wire, not the code that wrote it.
 

@@ -1,6 +1,6 @@
-import { ReplyReader, WireReplyError } from '../../packages/core/src/stores/resp-reader'
+import { ReplyReader, WireReplyError } from '../../packages/core/src/stores/redis/resp-reader'
 
-// The RESP2 reader of the store's own connection (packages/core/src/stores/resp-reader.ts): every
+// The RESP2 reader of the store's own connection (packages/core/src/stores/redis/resp-reader.ts): every
 // reply read the same however the bytes are cut, and anything that is not RESP reported as such.
 
 function read(chunks: Buffer[]): unknown[] {

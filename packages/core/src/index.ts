@@ -10,8 +10,8 @@ export { Limiter } from './limiter/limiter'
 export type { Rejection } from './limiter/response'
 export type { LimiterOptions, LimitOptions } from './options/limiter-options'
 export { MemoryStore, type MemoryStoreOptions } from './stores/memory-store'
-export type { NodeRedisClientLike, NodeRedisClusterLike, NodeRedisMultiLike, NodeRedisNodeLike } from './stores/redis-node'
-export { type RedisClientLike, RedisStore, type RedisStoreOptions } from './stores/redis-store'
+export type { NodeRedisClientLike, NodeRedisClusterLike, NodeRedisMultiLike, NodeRedisNodeLike } from './stores/redis/node-redis'
+export { type RedisClientLike, RedisStore, type RedisStoreOptions } from './stores/redis/store'
 export type {
   AdapterHooks,
   AlgorithmName,

@@ -10,6 +10,11 @@ export interface Algorithm {
   readonly name: AlgorithmName
   /** Takes the `burst` option (the bucket size); the others count up to `max`. */
   readonly burst: boolean
+  /**
+   * Its refund removes what the admit recorded under the call's id, so the call cannot be rebuilt from
+   * the decision, which carries no id: the limiter keeps the call of every decision it admits.
+   */
+  readonly refundsByCallId: boolean
   /** Appends limit `i`'s store keys, in the order its scripts take them. */
   keys(call: StoreCall, i: number, out: string[]): void
   /** Lua of `admit`, as the calling convention above. */

@@ -150,6 +150,7 @@ function verdict(out: Verdict, limit: LimitSpec, a: number, b: number, cost: num
 export const fixedWindow: Algorithm = {
   name: 'fixed-window',
   burst: false,
+  refundsByCallId: false,
   keys(call: StoreCall, i: number, out: string[]) {
     out.push(`${stem(call, i)}:${windowIndex(call.now, call.limits[i]!.windowMs)}`)
   },

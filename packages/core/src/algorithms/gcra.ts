@@ -191,6 +191,7 @@ function verdict(out: Verdict, limit: LimitSpec, a: number, _b: number, cost: nu
 export const gcra: Algorithm = {
   name: 'gcra',
   burst: true,
+  refundsByCallId: false,
   keys: oneKeyPerLimit('gcra'),
   admitScript: GCRA_SCRIPT,
   refundScript: GCRA_REFUND_SCRIPT,

@@ -146,6 +146,7 @@ function verdict(out: Verdict, limit: LimitSpec, a: number, b: number, cost: num
 export const slidingLog: Algorithm = {
   name: 'sliding-log',
   burst: false,
+  refundsByCallId: true,
   keys: oneKeyPerLimit('log'),
   admitScript: SLIDING_LOG_SCRIPT,
   refundScript: SLIDING_LOG_REFUND_SCRIPT,

@@ -76,6 +76,7 @@ function retry(prev: number, cur: number, cost: number, max: number, W: number, 
 export const slidingWindow: Algorithm = {
   name: 'sliding-window',
   burst: false,
+  refundsByCallId: false,
   keys(call: StoreCall, i: number, out: string[]) {
     const s = stem(call, i)
     const w = windowIndex(call.now, call.limits[i]!.windowMs)

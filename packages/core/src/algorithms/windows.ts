@@ -6,7 +6,7 @@ import { LUA_REFUND_HEAD, type MemoryTwin, TTL_MARGIN_MS } from './protocol'
 /**
  * One client's count `n` in window `w`. The maps hold these rather than numbers, so counting a client
  * already held is one lookup and one add (no second hashing to write the sum back), and a holder of
- * the cell (the limiter's own lookup of its clients, see local-cells.ts) counts without the map at all.
+ * the cell (the limiter's own lookup of its clients, see limiter/fast-path/local-cells.ts) counts without the map at all.
  * A cell is only ever changed in place: every holder reads the same count. A cell whose `w` is not the
  * window being counted holds a count of an ended window, which reads as 0.
  */

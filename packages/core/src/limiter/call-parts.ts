@@ -36,10 +36,10 @@ export class CallParts {
   /**
    * The call behind an admitted decision of this limiter, rebuilt from it: its client key, time, cost
    * and limits (recognised by their policies, so a decision of another limiter is not taken for one of
-   * this one's). Undefined for the sliding log, whose refund needs the original call's id.
+   * this one's). Undefined when the algorithm's refund needs the original call's id (refundsByCallId).
    */
   rebuild(decision: Decision): StoreCall | undefined {
-    if (this.algorithm.name === 'sliding-log') return undefined
+    if (this.algorithm.refundsByCallId) return undefined
     const limits = this.limitsFor(this.limitFor(decision.limit))
     if (!limits.some((l) => l.policy === decision.policy)) return undefined
     return this.call(decision.key, limits, decision.cost, decision.at)

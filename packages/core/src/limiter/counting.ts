@@ -14,10 +14,10 @@ import {
   type StoreResult,
 } from '../types'
 import { CallParts } from './call-parts'
-import { LocalCells } from './local-cells'
+import { LocalCells } from './fast-path/local-cells'
+import { MirrorCells, type MirrorEntry } from './fast-path/mirror-cells'
+import { OverLimit } from './fast-path/over-limit'
 import { Lockout } from './lockout'
-import { MirrorCells, type MirrorEntry } from './mirror-cells'
-import { OverLimit } from './over-limit'
 import { RefundLedger } from './refund-ledger'
 import type { Resilience } from './resilience'
 import type { Telemetry } from './telemetry'
@@ -35,17 +35,17 @@ export class Counting<Req> {
   /** The store is not in this process: it has a deadline, can fail, and the over-limit cache applies. */
   private readonly remote: boolean
   private readonly refunds: boolean
-  /** Clients already over the limit in this window (over-limit.ts). */
+  /** Clients already over the limit in this window (fast-path/over-limit.ts). */
   private readonly over = new OverLimit()
   /** What each refund undoes, once (refund-ledger.ts). */
   private readonly ledger: RefundLedger
-  /** Keep every admitted decision's call: the sliding log's refund needs the call's id. */
+  /** Keep every admitted decision's call: with the refund options, or when the algorithm refunds by call id. */
   private readonly keepCalls: boolean
   private readonly parts: CallParts
   private readonly lockout: Lockout
-  /** The memory store's cells of this limiter's clients (local-cells.ts); unset for other stores and with refunds. */
+  /** The memory store's cells of this limiter's clients (fast-path/local-cells.ts); unset for other stores and with refunds. */
   private readonly cells: LocalCells | undefined
-  /** Fast path, remote store with the fallback: each client's store key and last returned count (mirror-cells.ts), one lookup. */
+  /** Fast path, remote store with the fallback: each client's store key and last returned count (fast-path/mirror-cells.ts), one lookup. */
   private readonly mirror: MirrorCells | undefined
 
   constructor(
@@ -58,7 +58,7 @@ export class Counting<Req> {
     this.fast = algorithm === fixedWindow && config.limits === undefined && typeof config.store.increment === 'function'
     this.remote = !config.store.local
     this.refunds = config.skipFailedRequests || config.skipSuccessfulRequests
-    this.keepCalls = this.refunds || algorithm.name === 'sliding-log'
+    this.keepCalls = this.refunds || algorithm.refundsByCallId
     this.parts = new CallParts(config as Config<unknown>, algorithm)
     this.ledger = new RefundLedger(this.parts)
     // Refunds keep each decision's call, which needs the store key: they take the increment path.

@@ -4,8 +4,8 @@ import type { CallParts } from './call-parts'
 import type { Resilience } from './resilience'
 import type { Telemetry } from './telemetry'
 
-/** What the lockout needs of the counting path. */
-interface Counter {
+/** What the lockout needs of the counting path it stands in front of (Counting). */
+interface CountingPath {
   countAt(clientKey: string, limit: LimitSpec, cost: number, now: number): MaybePromise<Decision>
   finish(decision: Decision): Decision
   /** Drops what this process remembers of the client's counts (a reset elsewhere ended its block). */
@@ -49,7 +49,7 @@ export class Lockout {
 
   constructor(
     private readonly config: Config<unknown>,
-    private readonly counter: Counter,
+    private readonly counting: CountingPath,
     private readonly parts: CallParts,
     private readonly resilience: Resilience,
     private readonly telemetry: Telemetry,
@@ -83,7 +83,7 @@ export class Lockout {
         return this.blocked(clientKey, limit, cost, now, u)
       }
       if (known !== undefined) this.ended(clientKey, held, limit, now)
-      const decision = this.counter.countAt(clientKey, limit, cost, now)
+      const decision = this.counting.countAt(clientKey, limit, cost, now)
       return isThenable(decision) ? decision.then((d) => this.afterCount(d, clientKey, now)) : this.afterCount(decision, clientKey, now)
     }
     // A store that cannot say (it failed) does not block: the count still limits the client. A block
@@ -143,7 +143,7 @@ export class Lockout {
    */
   private ended(clientKey: string, held: number, limit: LimitSpec, now: number): void {
     this.local.delete(clientKey)
-    if (held > 0) this.counter.forgetHere(clientKey, limit, now)
+    if (held > 0) this.counting.forgetHere(clientKey, limit, now)
   }
 
   /** The end of the block known here on a client, 0 when none is. */
@@ -197,7 +197,7 @@ export class Lockout {
   }
 
   private blocked(clientKey: string, limit: LimitSpec, cost: number, now: number, until: number): Decision {
-    return this.counter.finish(this.blockedAt(clientKey, limit, cost, now, until))
+    return this.counting.finish(this.blockedAt(clientKey, limit, cost, now, until))
   }
 
   /** The refusal of a blocked client, before `finish` reports it. */

@@ -3,9 +3,9 @@ import type { CallParts } from './call-parts'
 
 /**
  * What a refund undoes, once: the store call behind each admitted decision that keeps one (with the
- * refund options, and always for the sliding log, whose refund removes the entries its call id
- * names), and the decisions already refunded, so that a second refund of one changes nothing. Held
- * weakly: a decision nobody refunds takes its call with it.
+ * refund options, and always for an algorithm that refunds by call id, as the sliding log removes the
+ * entries its call id names), and the decisions already refunded, so that a second refund of one
+ * changes nothing. Held weakly: a decision nobody refunds takes its call with it.
  */
 export class RefundLedger {
   private readonly calls = new WeakMap<Decision, StoreCall>()

@@ -9,8 +9,11 @@ import { type AdapterHooks, type Decision, isThenable, type MaybePromise } from 
 const DIAGNOSE_ALL = 1024
 const DIAGNOSE_EVERY = 16
 
-/** What counts a request once its inputs are known: the client key (as stored), its max and its cost. */
-export interface Counter {
+/**
+ * What decides a request once its inputs are known (the limiter's counting): counts it by its client
+ * key (as stored), max and cost, or refuses a client on the deny list without counting it.
+ */
+export interface RequestDecider {
   count(clientKey: string, max: number, cost: number, windowMs?: number): MaybePromise<Decision>
   /** The decision for a client on the deny list: refused, counted nowhere. */
   deny(clientKey: string, max: number): Decision
@@ -37,7 +40,7 @@ export class RequestInputs<Req> {
   constructor(
     private readonly config: Config<Req>,
     private readonly hooks: AdapterHooks<Req>,
-    private readonly counter: Counter,
+    private readonly decider: RequestDecider,
   ) {
     this.diagnosing = hooks.diagnose !== undefined
   }
@@ -141,14 +144,14 @@ export class RequestInputs<Req> {
   /** Counts the request, unless its client is on the deny list (refused) or the allow list (let through). */
   private admit(req: Req, key: string, max: number, cost: number, windowMs: number | undefined): MaybePromise<Decision | undefined> {
     const { allowList, denyList } = this.config
-    if (allowList === undefined && denyList === undefined) return this.counter.count(key, max, cost, windowMs)
+    if (allowList === undefined && denyList === undefined) return this.decider.count(key, max, cost, windowMs)
     const ip = this.hooks.ip(req)
     const denied = denyList === undefined ? false : this.listed('denyList', denyList, req, ip, key)
     const then = (isDenied: boolean): MaybePromise<Decision | undefined> => {
-      if (isDenied) return this.counter.deny(key, max)
+      if (isDenied) return this.decider.deny(key, max)
       const allowed = allowList === undefined ? false : this.listed('allowList', allowList, req, ip, key)
-      if (isThenable(allowed)) return allowed.then((a) => (a ? undefined : this.counter.count(key, max, cost, windowMs)))
-      return allowed ? undefined : this.counter.count(key, max, cost, windowMs)
+      if (isThenable(allowed)) return allowed.then((a) => (a ? undefined : this.decider.count(key, max, cost, windowMs)))
+      return allowed ? undefined : this.decider.count(key, max, cost, windowMs)
     }
     return isThenable(denied) ? denied.then(then) : then(denied)
   }

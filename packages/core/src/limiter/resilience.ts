@@ -26,7 +26,7 @@ interface NodeState {
  *
  * The fallback continues the count: every answer of the store is mirrored into the fallback store
  * (`mirror*`; on the fast path the limiter keeps the counts and hands a client's to the fallback store
- * just before the fallback decides for it, mirror-cells.ts), so within a window the fallback starts
+ * just before the fallback decides for it, fast-path/mirror-cells.ts), so within a window the fallback starts
  * from the last count the store returned for that client, and one process never admits more than
  * `max` per client-window across a stall, a kill or a failover. (Several processes each continue from the last count they saw; the other processes'
  * requests during the outage are not seen, so together they admit at most `max` plus what each
@@ -124,7 +124,7 @@ export class Resilience {
   }
 
   /**
-   * `mirrorCount` for a client whose count the limiter keeps itself (mirror-cells.ts, handed to the
+   * `mirrorCount` for a client whose count the limiter keeps itself (fast-path/mirror-cells.ts, handed to the
    * fallback before it decides): the fallback store is read and written only right after the fallback
    * decided, when what it admitted counts too.
    */

@@ -1,10 +1,11 @@
 import type { ServerResponse } from 'node:http'
 import { STATUS_CODES } from 'node:http'
 import { describeDuration } from '../duration'
-import { policyParts, rateLimitHeaders, secondsLeft } from '../headers'
+import { rateLimitHeaders } from '../headers'
 import type { LimiterOptions } from '../options/limiter-options'
 import type { Config } from '../options/parse-options'
 import { type Decision, isThenable, type MaybePromise, type Policy } from '../types'
+import { HeaderRecords } from './fast-path/header-records'
 
 /** The body of a refused request, ready to send. */
 export interface Rejection {
@@ -17,34 +18,6 @@ export interface Rejection {
 
 /** Policies whose default refusal is kept rendered. */
 const MAX_CACHED_REJECTIONS = 256
-
-/** Slots of the quota header records kept per policy (a power of two). */
-const QUOTA_SLOTS = 256
-
-/** The quota header records of one policy, by slot: each slot's record and the values it was built for. */
-interface Quota {
-  policy: Policy
-  /** The policy's draft-8 `RateLimit-Policy` value and the start of its `RateLimit` value. */
-  item: string
-  head: string
-  records: (Record<string, string> | undefined)[]
-  remaining: Float64Array
-  t: Float64Array
-  reset: Float64Array
-}
-
-function newQuota(d: Decision): Quota {
-  const { item, head } = policyParts(d)
-  return {
-    policy: d.policy,
-    item,
-    head,
-    records: new Array(QUOTA_SLOTS).fill(undefined),
-    remaining: new Float64Array(QUOTA_SLOTS).fill(-1),
-    t: new Float64Array(QUOTA_SLOTS),
-    reset: new Float64Array(QUOTA_SLOTS),
-  }
-}
 
 /** The record of an allowed request when allowed responses carry no fields (`headers: false`, or `headersOn: "refused"`). */
 const NO_FIELDS: Readonly<Record<string, string>> = Object.freeze({})
@@ -60,13 +33,8 @@ const denialDetail = (): string => 'This client may not make requests here.'
 export class ResponseParts<Req> {
   private readonly rejections = new Map<Policy, Rejection>()
   private readonly denials = new Map<Policy, Rejection>()
-  private readonly quotas = new Map<Policy, Quota>()
-  private lastQuota: Quota | undefined
-  /**
-   * An allowed request under one limit gets exactly the two draft-8 fields (the defaults, or
-   * headersOn 'allowed'): its record is built here as one object literal, not by the general builder.
-   */
-  private readonly draft8: boolean
+  /** Records of allowed requests under one limit, kept (fast-path/header-records.ts). */
+  private readonly records: HeaderRecords
   /** Allowed responses carry no fields: their record is NO_FIELDS, built by nothing. */
   private readonly quietAllowed: boolean
 
@@ -75,7 +43,8 @@ export class ResponseParts<Req> {
     private readonly onError: (name: string, error: unknown) => void,
     private readonly refund: (decision: Decision) => Promise<void>,
   ) {
-    this.draft8 = config.headers === 'draft-8' && !config.legacyHeaders && config.headersOn !== 'refused'
+    const draft8 = config.headers === 'draft-8' && !config.legacyHeaders && config.headersOn !== 'refused'
+    this.records = new HeaderRecords(draft8, config.legacyHeaders, (decisions) => this.build(decisions))
     this.quietAllowed = (config.headers === false && !config.legacyHeaders) || config.headersOn === 'refused'
   }
 
@@ -86,46 +55,14 @@ export class ResponseParts<Req> {
 
   /**
    * The header record for the decisions made on one request. An allowed request under one limit gets
-   * a record kept per policy, remaining and reset second (see `quota`): shared, so never modified.
+   * a record kept per policy, remaining and reset second (HeaderRecords): shared, so never modified.
    */
   headers(decisions: readonly Decision[]): Readonly<Record<string, string>> {
     if (decisions.length === 1) {
       const d = decisions[0]!
-      if (d.allowed && d.limits === undefined) return this.quietAllowed ? NO_FIELDS : this.quota(d)
+      if (d.allowed && d.limits === undefined) return this.quietAllowed ? NO_FIELDS : this.records.of(d)
     }
     return this.build(decisions)
-  }
-
-  /**
-   * The record of an allowed request under one limit. It depends only on the policy, `remaining`, the
-   * seconds to the reset and (legacy headers) the reset's epoch second, so records are kept per policy
-   * in QUOTA_SLOTS slots chosen by `remaining`: requests of many clients with the same quota left,
-   * and each of a client's requests once its count repeats a value in that second, reuse one record
-   * and build no string. A miss costs a slot compare and builds the record as before.
-   */
-  private quota(d: Decision): Readonly<Record<string, string>> {
-    let q = this.lastQuota
-    if (q === undefined || q.policy !== d.policy) {
-      q = this.quotas.get(d.policy)
-      if (q === undefined) {
-        // Past MAX_CACHED_REJECTIONS policies (a `max` function with many values), records are built per request.
-        if (this.quotas.size >= MAX_CACHED_REJECTIONS) return this.build([d])
-        q = newQuota(d)
-        this.quotas.set(d.policy, q)
-      }
-      this.lastQuota = q
-    }
-    const t = secondsLeft(d)
-    const reset = this.config.legacyHeaders ? Math.ceil(d.resetAt / 1000) : 0
-    const slot = d.remaining & (QUOTA_SLOTS - 1)
-    const held = q.records[slot]
-    if (held !== undefined && q.remaining[slot] === d.remaining && q.t[slot] === t && q.reset[slot] === reset) return held
-    const record = this.draft8 ? { 'RateLimit-Policy': q.item, RateLimit: `${q.head}${d.remaining};t=${t}` } : this.build([d])
-    q.records[slot] = record
-    q.remaining[slot] = d.remaining
-    q.t[slot] = t
-    q.reset[slot] = reset
-    return record
   }
 
   private build(decisions: readonly Decision[]): Record<string, string> {

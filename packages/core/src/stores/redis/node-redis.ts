@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto'
-import type { FixedWindowCommand, RedisTransactionLike } from '../algorithms/fixed-window'
-import type { WatchedClient } from './redis-checks'
-import { keySlot } from './redis-slots'
+import type { FixedWindowCommand, RedisTransactionLike } from '../../algorithms/fixed-window'
+import type { WatchedClient } from './client-watch'
+import { keySlot } from './slots'
 
 /*
  * node-redis (the `redis` package, v4 and v5: `createClient`, `createCluster`) presented to RedisStore
@@ -13,13 +13,13 @@ import { keySlot } from './redis-slots'
  * - commands go through `sendCommand(args)` (a Cluster's takes the key that routes it first), with
  *   every argument a string;
  * - no defineCommand: a script runs as EVALSHA of its SHA1, and as EVAL after a NOSCRIPT (which also
- *   caches it in Redis), as ioredis's defined commands do; redis-checks.ts preloads them all;
+ *   caches it in Redis), as ioredis's defined commands do; client-watch.ts preloads them all;
  * - MULTI replies are plain values, and a failed command makes exec() throw a MultiErrorReply that
  *   carries every reply: both turned into ioredis's [error, value] pairs, whose shape the batcher checks
  *   as on every transport (node-redis matches each reply to its command itself, so a mismatch fails the
  *   calls and leaves its connection alone);
  * - a Cluster's MULTI goes to the master of its first key's slot and does not follow MOVED itself:
- *   the batcher's one retry (redis-redirects.ts) asks for a fresh slot map through refreshSlotsCache;
+ *   the batcher's one retry (redirects.ts) asks for a fresh slot map through refreshSlotsCache;
  * - connection state is `isOpen`/`isReady`, not ioredis's `status`; a Cluster names its nodes'
  *   connection errors 'node-error' and says 'connect' once it has its slot map;
  * - no public way to drop one connection and reconnect (`disconnect()`/`destroy()` end the client for
@@ -93,7 +93,7 @@ function isNoScript(error: unknown): boolean {
 }
 
 /**
- * A failed script call's error carrying the command, as ioredis's errors do (`command`): redis-checks.ts
+ * A failed script call's error carrying the command, as ioredis's errors do (`command`): client-watch.ts
  * reads a refused script's keys from it.
  */
 function withCommand(error: unknown, name: string, args: string[]): unknown {
@@ -122,7 +122,7 @@ class Transaction implements RedisTransactionLike {
   private readonly commands: Array<[command: FixedWindowCommand, key: string, argument: string]> = []
   constructor(
     private readonly client: AnyNodeRedis,
-    /** What the batcher refreshes the slot map through after a redirect (redis-redirects.ts). */
+    /** What the batcher refreshes the slot map through after a redirect (redirects.ts). */
     readonly redis: NodeRedisAdapter,
     private readonly asking?: NodeRedisNodeLike,
   ) {}
@@ -144,7 +144,7 @@ class Transaction implements RedisTransactionLike {
       .then(() => (this.client as NodeRedisClusterLike).nodeClient(node as never))
       .then((client) => {
         // Queued back to back on the node's connection, with nothing between them: ASKING, then the
-        // MULTI, whose queued commands and EXEC Redis serves under ASKING's flag (redis-redirects.ts).
+        // MULTI, whose queued commands and EXEC Redis serves under ASKING's flag (redirects.ts).
         // ASKING's own reply needs no look: without the flag, the transaction is refused and fails.
         client.sendCommand(['ASKING']).catch(() => {})
         return this.execOn(client)
@@ -163,8 +163,8 @@ class Transaction implements RedisTransactionLike {
 }
 
 /**
- * A node-redis client or Cluster as a RedisClientLike (redis-store.ts, which checks the fit) and the
- * WatchedClient of redis-checks.ts. One
+ * A node-redis client or Cluster as a RedisClientLike (store.ts, which checks the fit) and the
+ * WatchedClient of client-watch.ts. One
  * per node-redis object (see nodeRedisAdapter), so stores sharing a client share one watch.
  */
 export class NodeRedisAdapter implements WatchedClient {
@@ -198,7 +198,7 @@ export class NodeRedisAdapter implements WatchedClient {
     return new Transaction(this.client, this)
   }
 
-  /** A transaction for the Cluster master at `address` ("host:port", as an ASK names it), ASKING first (redis-redirects.ts). */
+  /** A transaction for the Cluster master at `address` ("host:port", as an ASK names it), ASKING first (redirects.ts). */
   askingTransaction(address: string): RedisTransactionLike | undefined {
     if (!this.isCluster) return undefined
     const master = (this.client as NodeRedisClusterLike).masters.find((m) => `${m.host}:${m.port}` === address)
@@ -236,7 +236,7 @@ export class NodeRedisAdapter implements WatchedClient {
 
   /**
    * Resets the connection serving `key`, whose replies are out of step with its commands
-   * (redis-replies.ts): QUIT makes the server close it, and node-redis reconnects. QUIT is answered
+   * (script-replies.ts): QUIT makes the server close it, and node-redis reconnects. QUIT is answered
    * before any ACL check on Redis 7.0, and allowed to every user on later Redis and Valkey (it needs no
    * permission the store's user lacks). Once per connection, since a QUIT sent while the client
    * reconnects would close the fresh one: a standalone client's connection is told by its socket epoch
@@ -267,7 +267,7 @@ export class NodeRedisAdapter implements WatchedClient {
     return master === undefined ? `slot ${slot}` : `${master.host}:${master.port}`
   }
 
-  // WatchedClient (redis-checks.ts): the preload, the eviction check, refusals, connection errors.
+  // WatchedClient (client-watch.ts): the preload, the eviction check, refusals, connection errors.
 
   /** The ACL user the client logs in as, in ioredis's shape (node-redis's `options.username`, also set from a URL). */
   get options(): { username?: unknown } {
@@ -299,7 +299,7 @@ export class NodeRedisAdapter implements WatchedClient {
 
   /**
    * Refreshes a Cluster's slot map the way node-redis does on MOVED (its `_slots.rediscover`), for the
-   * one retry of a redirected call (redis-redirects.ts). Where that is not reachable (v4), calls back
+   * one retry of a redirected call (redirects.ts). Where that is not reachable (v4), calls back
    * at once: the retry then goes out on the map the client has.
    */
   refreshSlotsCache(callback?: (error?: Error | null) => void): void {

@@ -1,4 +1,4 @@
-import type { FailureCauses } from './redis-deadline'
+import type { FailureCauses } from './deadline'
 import {
   commandOf,
   commandsByAlgorithm,
@@ -12,7 +12,7 @@ import {
   SCRIPT_REFUSAL,
   scripts,
   scriptsBySha,
-} from './redis-permissions'
+} from './permissions'
 
 /*
  * What a RedisStore learns about its client once it can talk to it, without delaying construction
@@ -24,7 +24,7 @@ import {
  * - the client's last connection error (a TLS certificate the client does not trust, a refused
  *   connection), which a call that times out names instead of only "did not answer";
  * - what its Redis user may not do, learnt from the first refusal, never probed ahead (how a refusal
- *   is read, and how Redis is asked about one that names nothing: redis-permissions.ts).
+ *   is read, and how Redis is asked about one that names nothing: permissions.ts).
  * Each of these is a command a least-privilege user may be refused (SCRIPT, CONFIG): a refusal is
  * skipped. One watch per client, however many stores share it. Warnings go to process.emitWarning
  * (a store has no logger; the Node process prints them once, or the app routes them with

@@ -1,14 +1,14 @@
 import { channel } from 'node:diagnostics_channel'
 import { createConnection, type Socket } from 'node:net'
 import { connect as tlsConnect } from 'node:tls'
-import { FIXED_WINDOW_REPLIES, type FixedWindowCommand, fixedWindowCommands, type WindowWrite } from '../algorithms/fixed-window'
-import { describeReply, queuedReplyError, RedisProtocolError, type TransactionSender } from './redis-transaction'
+import { FIXED_WINDOW_REPLIES, type FixedWindowCommand, fixedWindowCommands, type WindowWrite } from '../../algorithms/fixed-window'
 import { ReplyReader } from './resp-reader'
+import { describeReply, queuedReplyError, RedisProtocolError, type TransactionSender } from './transaction'
 
 /*
  * The fixed window's MULTI/EXEC on a connection of the store's own (`ownConnection: true`, off by default).
  *
- * Through ioredis, even written straight onto its connection (redis-direct.ts), each key of a batch
+ * Through ioredis, even written straight onto its connection (direct-writer.ts), each key of a batch
  * costs two ioredis Commands: their argument arrays, promises and callbacks, the command queue and the
  * reply dispatch. This connection writes the same commands (MULTI, fixedWindowCommands per key, EXEC)
  * as one string, and reads the replies with a RESP2 reader (resp-reader.ts), with one pending entry per
@@ -21,7 +21,7 @@ import { ReplyReader } from './resp-reader'
  *   ends both), reopened when the client is ready again; it never keeps the process alive (unref);
  * - used only while it and the client are ready, the client still has the db it was built with, and
  *   no tracer listens to ioredis's commands or batches; any other time the store writes through the
- *   client (redis-direct.ts), so a transaction never waits for this connection;
+ *   client (direct-writer.ts), so a transaction never waits for this connection;
  * - as alive as the client: TCP keep-alive on its socket (as ioredis sets on its own), and, since a
  *   half-open socket (a NAT or firewall that dropped its state) stays silent for as long as the kernel
  *   retransmits, a liveness rule: a transaction that misses its deadline here (`missed`), or no byte

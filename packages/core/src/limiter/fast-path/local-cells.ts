@@ -1,6 +1,6 @@
-import { windowIndex } from '../keys'
-import type { Store } from '../types'
-import type { CallParts } from './call-parts'
+import { windowIndex } from '../../keys'
+import type { Store } from '../../types'
+import type { CallParts } from '../call-parts'
 
 /** Clients a limiter keeps an entry for (~120 bytes each); the entries start over when full. */
 const MAX_CELLS = 32_768

@@ -1,4 +1,4 @@
-import type { RedisTransactionLike } from '../algorithms/fixed-window'
+import type { RedisTransactionLike } from '../../algorithms/fixed-window'
 
 /*
  * Redis Cluster redirects that reach the store. ioredis's Cluster client follows MOVED and ASK itself

@@ -1,14 +1,14 @@
-import { addFixedWindow, type RedisTransactionLike, type WindowWrite } from '../algorithms/fixed-window'
+import { addFixedWindow, type RedisTransactionLike, type WindowWrite } from '../../algorithms/fixed-window'
 
 /*
- * The one way the fixed window's batcher (redis-batch.ts) sends a transaction: a TransactionSender.
+ * The one way the fixed window's batcher (batcher.ts) sends a transaction: a TransactionSender.
  * Each transport is one implementation, and each sends what fixedWindowCommands (fixed-window.ts)
  * describes, between MULTI and EXEC:
  * - ClientTransactions, `client.multi()`: any client (a Cluster, node-redis through its adapter, a
  *   `multi` the user replaced, a tracer of ioredis's batches);
- * - DirectWriter (redis-direct.ts): ioredis Commands written straight onto a standalone client's connection;
- * - WireConnection (redis-wire.ts): the store's own connection, when `ownConnection` is on.
- * RedisStore picks the sender per transaction (redis-store.ts `transactions`).
+ * - DirectWriter (direct-writer.ts): ioredis Commands written straight onto a standalone client's connection;
+ * - WireConnection (own-connection.ts): the store's own connection, when `ownConnection` is on.
+ * RedisStore picks the sender per transaction (store.ts `transactions`).
  */
 
 /** What sends one fixed-window transaction for the batcher. */
@@ -28,7 +28,7 @@ export interface TransactionSender {
   reset(error: Error): void
   /** A transaction sent here got no reply within its deadline. */
   missed(): void
-  /** The client to refresh a Cluster's slot map through, for a redirected transaction (redis-redirects.ts). */
+  /** The client to refresh a Cluster's slot map through, for a redirected transaction (redirects.ts). */
   readonly redis?: unknown
 }
 

@@ -1,6 +1,6 @@
-import { windowIndex } from '../keys'
-import type { MemoryStore } from '../stores/memory-store'
-import type { CallParts } from './call-parts'
+import { windowIndex } from '../../keys'
+import type { MemoryStore } from '../../stores/memory-store'
+import type { CallParts } from '../call-parts'
 
 /** Clients the mirror keeps an entry for (~100 bytes each); past it, the counts go to the fallback and the entries start over. */
 const MAX_ENTRIES = 32_768

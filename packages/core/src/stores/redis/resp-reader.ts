@@ -1,5 +1,5 @@
 /*
- * RESP2 replies read from a byte stream, for the store's own connection (redis-wire.ts): what Redis
+ * RESP2 replies read from a byte stream, for the store's own connection (own-connection.ts): what Redis
  * sends back to MULTI, INCRBY, PEXPIRE, EXEC and the connection's setup (AUTH, SELECT, PING), and any
  * other reply shape besides, so that an unexpected one is read whole rather than misread. Every line
  * must end in CR LF, and a bulk string's bytes be followed by CR LF: anything else is not RESP, and is

@@ -1,6 +1,6 @@
 import { channel } from 'node:diagnostics_channel'
-import { FIXED_WINDOW_REPLIES, fixedWindowCommands, type WindowWrite, windowKey } from '../algorithms/fixed-window'
-import { ClientTransactions, queuedReplyError, type TransactionSender } from './redis-transaction'
+import { FIXED_WINDOW_REPLIES, fixedWindowCommands, type WindowWrite, windowKey } from '../../algorithms/fixed-window'
+import { ClientTransactions, queuedReplyError, type TransactionSender } from './transaction'
 
 /*
  * The fixed window's MULTI/EXEC written straight onto a standalone ioredis connection.
@@ -18,7 +18,7 @@ import { ClientTransactions, queuedReplyError, type TransactionSender } from './
  *   so after a dropped connection ioredis aborts a half-answered transaction instead of resending its
  *   tail without its MULTI (event_handler.ts abortIncompletePipelines/abortTransactionFragments);
  * - a command Redis refused while queueing (NOPERM, OOM) is collected, and EXEC's EXECABORT carries
- *   them as `previousErrors`, which storeError names (redis-deadline.ts);
+ *   them as `previousErrors`, which storeError names (deadline.ts);
  * - the client's `keyPrefix` applies to the keys, as it does to ioredis's own commands.
  * And one check it does not make: MULTI must be answered OK and each queued command QUEUED (or a
  * refusal). Anything else means the connection's replies are out of step with its commands, so every

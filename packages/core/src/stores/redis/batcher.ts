@@ -1,9 +1,9 @@
-import { FIXED_WINDOW_REPLIES, fixedWindowCount, fixedWindowTtl, type RedisTransactionLike } from '../algorithms/fixed-window'
-import { TollgateError } from '../errors'
-import { windowIndex } from '../keys'
-import { type ColdStart, type Expiry, expire, type FailureCauses, storeError, timeoutError } from './redis-deadline'
-import { askingTransaction, askTarget, MIN_LEFT_MS, prepareRetry, redirectOf } from './redis-redirects'
-import { ClientTransactions, describeReply, RedisProtocolError, type TransactionSender } from './redis-transaction'
+import { FIXED_WINDOW_REPLIES, fixedWindowCount, fixedWindowTtl, type RedisTransactionLike } from '../../algorithms/fixed-window'
+import { TollgateError } from '../../errors'
+import { windowIndex } from '../../keys'
+import { type ColdStart, type Expiry, expire, type FailureCauses, storeError, timeoutError } from './deadline'
+import { askingTransaction, askTarget, MIN_LEFT_MS, prepareRetry, redirectOf } from './redirects'
+import { ClientTransactions, describeReply, RedisProtocolError, type TransactionSender } from './transaction'
 
 /**
  * Keys in one transaction at most. A full batch goes out at once instead of waiting for the end of
@@ -103,14 +103,14 @@ export class FixedWindowBatcher {
   private flushScheduled = false
 
   constructor(
-    /** Where the next transaction goes (redis-store.ts `transactions`). */
+    /** Where the next transaction goes (store.ts `transactions`). */
     private readonly sender: () => TransactionSender,
     private readonly timeoutMs: number,
     /** Send each request at once, in its own MULTI/EXEC. */
     private readonly unbatched: boolean,
     /** A Cluster transaction must stay within one slot: each key is its own transaction (still merged per key). */
     private readonly perKey: boolean,
-    /** What the store knows of its client, to name a failure's cause (redis-checks.ts). */
+    /** What the store knows of its client, to name a failure's cause (client-watch.ts). */
     private readonly causes?: FailureCauses,
     /** A fresh client's first connection, which calls may wait for (RedisStore.coldStart). */
     private readonly coldStart?: ColdStart,
@@ -209,7 +209,7 @@ export class FixedWindowBatcher {
         if (state.settled) return
         if (error instanceof RedisProtocolError) tx.reset(error)
         // Cluster: a transaction refused by a redirect did not run (EXECABORT): send it once more,
-        // within the same deadline (redis-redirects.ts). After an ASK (its slot mid-migration, its key
+        // within the same deadline (redirects.ts). After an ASK (its slot mid-migration, its key
         // already on the target), with ASKING on the node the ASK names: a fresh slot map would still
         // send it to the source, which answers ASK again for as long as the migration lasts.
         const redirect = this.perKey && !state.retried ? redirectOf(error) : undefined

@@ -1,4 +1,4 @@
-import { describeValue, TollgateError } from '../errors'
+import { describeValue, TollgateError } from '../../errors'
 
 /**
  * A deadline that does not misfire when this process, not Redis, was slow: if the event loop stalled
@@ -45,7 +45,7 @@ export interface FailureCauses {
   connectionError(): Error | undefined
   /**
    * What the Redis user may not do (commands, a key outside its key pattern), as a sentence, when
-   * known (see redis-checks.ts); learnt from `cause`, a failed call's error, when given.
+   * known (see client-watch.ts); learnt from `cause`, a failed call's error, when given.
    */
   refusedCommands(cause?: unknown): string | undefined
   /**

@@ -1,10 +1,10 @@
 import { createHash } from 'node:crypto'
-import { ALGORITHM_NAMES, ALGORITHMS } from '../algorithms'
-import { describeValue } from '../errors'
-import type { AlgorithmName } from '../types'
+import { ALGORITHM_NAMES, ALGORITHMS } from '../../algorithms'
+import { describeValue } from '../../errors'
+import type { AlgorithmName } from '../../types'
 
 /*
- * What a refusal of the store's Redis user says, and how to ask Redis about the rest (redis-checks.ts
+ * What a refusal of the store's Redis user says, and how to ask Redis about the rest (client-watch.ts
  * learns from them). A refused command inside MULTI or on its own names itself, but a command refused
  * inside a script only says "can't run this command" on Redis 7.0. Then one script asks
  * `redis.acl_check_cmd` about each command the refused script calls, on the refused call's own keys.
@@ -111,7 +111,7 @@ export function messageOf(error: unknown): string {
   return error instanceof Error ? error.message : describeValue(error)
 }
 
-/** The command and arguments a failed call was (ioredis's `command` on its errors; redis-node.ts sets it too). */
+/** The command and arguments a failed call was (ioredis's `command` on its errors; node-redis.ts sets it too). */
 export function commandOf(error: unknown): { name: string; args: string[] } | undefined {
   const command = (error as { command?: { name?: unknown; args?: unknown } } | null)?.command
   if (typeof command?.name !== 'string' || !Array.isArray(command.args)) return undefined

@@ -1,5 +1,5 @@
-import { TollgateError } from '../errors'
-import type { StoreCall, StoreResult } from '../types'
+import { TollgateError } from '../../errors'
+import type { StoreCall, StoreResult } from '../../types'
 
 /*
  * A script's reply, matched to the call it answers (algorithms/protocol.ts): an admit replies
@@ -18,7 +18,7 @@ export interface ResettableClient {
   disconnect?(reconnect?: boolean): void
   /** ioredis Cluster: its masters, each an ioredis client of its own. */
   nodes?(role: 'master'): ClusterNodeLike[]
-  /** The node-redis adapter's own reset (redis-node.ts). */
+  /** The node-redis adapter's own reset (node-redis.ts). */
   resetConnection?(key: string): void
 }
 

@@ -1,23 +1,23 @@
-import { ALGORITHM_NAMES, ALGORITHMS, argsOf, callRecordKey, keysOf } from '../algorithms'
-import type { RedisTransactionLike } from '../algorithms/fixed-window'
-import { type Duration, parseDuration } from '../duration'
-import { describeValue, invalidOption, rejectUnknown, TollgateError } from '../errors'
-import type { AlgorithmName, Store, StoreCall, StoreResult } from '../types'
-import { FixedWindowBatcher } from './redis-batch'
-import { watchClient } from './redis-checks'
-import { type ColdStart, type FailureCauses, withDeadline } from './redis-deadline'
-import { DirectWriter } from './redis-direct'
-import { isNodeRedis, type NodeRedisClientLike, type NodeRedisClusterLike, nodeRedisAdapter } from './redis-node'
-import { followRedirects } from './redis-redirects'
-import { admitResult, type ClusterNodeLike, protocolError, resetConnection } from './redis-replies'
-import { clusterNodeOf } from './redis-slots'
-import { ClientTransactions, type TransactionSender } from './redis-transaction'
-import { WireConnection } from './redis-wire'
+import { ALGORITHM_NAMES, ALGORITHMS, argsOf, callRecordKey, keysOf } from '../../algorithms'
+import type { RedisTransactionLike } from '../../algorithms/fixed-window'
+import { type Duration, parseDuration } from '../../duration'
+import { describeValue, invalidOption, rejectUnknown, TollgateError } from '../../errors'
+import type { AlgorithmName, Store, StoreCall, StoreResult } from '../../types'
+import { FixedWindowBatcher } from './batcher'
+import { watchClient } from './client-watch'
+import { type ColdStart, type FailureCauses, withDeadline } from './deadline'
+import { DirectWriter } from './direct-writer'
+import { isNodeRedis, type NodeRedisClientLike, type NodeRedisClusterLike, nodeRedisAdapter } from './node-redis'
+import { WireConnection } from './own-connection'
+import { followRedirects } from './redirects'
+import { admitResult, type ClusterNodeLike, protocolError, resetConnection } from './script-replies'
+import { clusterNodeOf } from './slots'
+import { ClientTransactions, type TransactionSender } from './transaction'
 
 /**
  * The part of an ioredis client (`Redis` or `Cluster`) this store uses. Declared structurally so
  * that @tollgate/core never imports ioredis: memory-only users install no Redis client. A node-redis
- * client or Cluster is presented to the store in this shape too (redis-node.ts).
+ * client or Cluster is presented to the store in this shape too (node-redis.ts).
  */
 export interface RedisClientLike {
   multi(): RedisTransactionLike
@@ -30,11 +30,11 @@ export interface RedisClientLike {
   readonly isCluster?: boolean
   /** ioredis Cluster: the slot map, slot → node keys ("host:port", the master first). */
   readonly slots?: readonly (readonly string[] | undefined)[]
-  /** ioredis: closes the connection and, with `true`, reconnects (a reply stream out of step, redis-replies.ts). */
+  /** ioredis: closes the connection and, with `true`, reconnects (a reply stream out of step, script-replies.ts). */
   disconnect?(reconnect?: boolean): void
-  /** ioredis Cluster: its masters, each reset on its own (redis-replies.ts). */
+  /** ioredis Cluster: its masters, each reset on its own (script-replies.ts). */
   nodes?(role: 'master'): ClusterNodeLike[]
-  /** The node-redis adapter's reset of the connection serving `key` (redis-node.ts). */
+  /** The node-redis adapter's reset of the connection serving `key` (node-redis.ts). */
   resetConnection?(key: string): void
 }
 
@@ -89,7 +89,7 @@ function scriptName(algorithm: AlgorithmName, op: 'Admit' | 'Refund'): string {
 /**
  * Counts in Redis (standalone or Cluster) through a caller-owned ioredis client: each algorithm's
  * Lua (its file under algorithms/) run by EVALSHA, and the fixed window's batched MULTI/EXEC fast
- * path (redis-batch.ts). Every call has a deadline (redis-deadline.ts).
+ * path (batcher.ts). Every call has a deadline (deadline.ts).
  */
 export class RedisStore implements Store {
   readonly local = false
@@ -102,7 +102,7 @@ export class RedisStore implements Store {
   private readonly refundScripts = new Map<AlgorithmName, Script>()
   /** When the cold start ends (see coldWait): -1 before the first call, 0 once it has ended. */
   private coldUntil = -1
-  /** Connection errors and refused commands seen on the client, named in failures (redis-checks.ts). */
+  /** Connection errors and refused commands seen on the client, named in failures (client-watch.ts). */
   private readonly causes: FailureCauses
 
   constructor(options: RedisStoreOptions) {
@@ -188,7 +188,7 @@ export class RedisStore implements Store {
     return this.within(() => script(keys.length, ...keys, ...argsOf(call)).then(read))
   }
 
-  /** A reply that is not the call's own: the connection it came on is reset, and the call fails (redis-replies.ts). */
+  /** A reply that is not the call's own: the connection it came on is reset, and the call fails (script-replies.ts). */
   private outOfStep(op: 'admit' | 'refund', call: StoreCall, reply: unknown, why: string): Error {
     resetConnection(this.client, call.storeKey, this.nodeOfKey(call.storeKey))
     return protocolError(op, call, reply, why)
@@ -201,7 +201,7 @@ export class RedisStore implements Store {
 
   /**
    * A script (or DEL) on a Cluster, sent once more after a redirect the client did not follow itself
-   * (redis-redirects.ts), within this call's deadline. A standalone Redis never comes here.
+   * (redirects.ts), within this call's deadline. A standalone Redis never comes here.
    */
   private inCluster<T>(send: () => Promise<T>): Promise<T> {
     return followRedirects(send, this.client, Date.now() + this.timeoutMs)
@@ -249,9 +249,9 @@ export class RedisStore implements Store {
 
 /**
  * Where the fixed window's transactions go: on a standalone ioredis client, the store's own connection
- * while it is usable (redis-wire.ts, with `ownConnection`), else straight onto the client's
- * (redis-direct.ts), else, when something changed `multi` since (a spy, a tracer of batches), and on
- * any other client, through `client.multi()`. Each is a TransactionSender (redis-transaction.ts).
+ * while it is usable (own-connection.ts, with `ownConnection`), else straight onto the client's
+ * (direct-writer.ts), else, when something changed `multi` since (a spy, a tracer of batches), and on
+ * any other client, through `client.multi()`. Each is a TransactionSender (transaction.ts).
  */
 function transactions(client: RedisClientLike, ownConnection: boolean): () => TransactionSender {
   const viaClient = new ClientTransactions(client)
@@ -267,7 +267,7 @@ const SUPPORTED_CLIENTS =
 
 /**
  * The client as the store speaks to it, and how to find a key's node, decided once from what the
- * client is: ioredis as it is, node-redis through its adapter (redis-node.ts). Anything else is
+ * client is: ioredis as it is, node-redis through its adapter (node-redis.ts). Anything else is
  * refused with a message naming the supported clients and, for an object that is almost an ioredis
  * client, what it lacks.
  */
