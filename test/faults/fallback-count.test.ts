@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto'
 import { type Decision, Limiter, RedisStore } from '@tollgate/core'
-import { sleep } from '../support/time'
+import { clockInOneWindow, sleep } from '../support/time'
 import { ownRedis } from './support'
 
 // After one fallback, the decisions that come from Redis again must carry the count Redis returned:
@@ -21,13 +21,6 @@ const CIRCUIT_MS = 1100
 
 const redis = ownRedis()
 
-/** Real elapsed time, starting 1 s into a fixed window, so the window cannot turn during the test. */
-function clockInOneWindow(): () => number {
-  const origin = Math.ceil(Date.now() / WINDOW_MS) * WINDOW_MS + 1000
-  const t0 = performance.now()
-  return () => origin + (performance.now() - t0)
-}
-
 describe.each([
   ['through the client', false],
   ['on the store’s own connection', true],
@@ -39,7 +32,7 @@ describe.each([
       window: WINDOW_MS,
       prefix,
       store: new RedisStore({ client: redis.client, timeout: TIMEOUT_MS, ownConnection }),
-      clock: clockInOneWindow(),
+      clock: clockInOneWindow(WINDOW_MS),
       logger: redis.logger,
     })
     const fallbacks: Decision[] = []

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto'
 import { type Decision, Limiter, RedisStore } from '@tollgate/core'
 import { testServers } from '../harness/servers'
-import { sleep } from '../support/time'
+import { clockInOneWindow, sleep } from '../support/time'
 import { ownRedis } from './support'
 
 // Issue 12, acceptance 1 (first part): one process, one limiter, a Redis stall longer than the store
@@ -24,16 +24,6 @@ const MAX_LOOP_MS = 10_000
 const WINDOW_MS = 60_000
 
 // The client keeps its request defaults (offline queue on, retries), as in redis-outage.test.ts.
-/**
- * The limiter's clock: real elapsed time, starting 1 s into a fixed window, so the 1-minute window
- * cannot roll over during the test (a new window would rightly admit 10 more and hide nothing).
- */
-function clockInOneWindow(): () => number {
-  const origin = Math.ceil(Date.now() / WINDOW_MS) * WINDOW_MS + 1000
-  const t0 = performance.now()
-  return () => origin + (performance.now() - t0)
-}
-
 interface Seen {
   client: number
   allowed: boolean
@@ -52,7 +42,7 @@ describe.each(testServers())('on $name', (server) => {
       prefix: `stall-${randomUUID()}:`,
       // Defaults under test: a 50 ms deadline and onStoreError "fallback".
       store: new RedisStore({ client: redis.client }),
-      clock: clockInOneWindow(),
+      clock: clockInOneWindow(WINDOW_MS),
       logger: redis.logger,
     })
     const events = { fallback: 0, recover: 0 }
