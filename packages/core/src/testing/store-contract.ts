@@ -1,7 +1,21 @@
 import assert from 'node:assert/strict'
 import { MemoryStore } from '../stores/memory-store'
 import type { AlgorithmName, LimitSpec, Store, StoreCall, StoreResult } from '../types'
-import { countOf, limitSpec, resetCount, storeCall } from './store-calls'
+import {
+  type ContractRedis,
+  type ContractRunner,
+  type ContractStore,
+  HOUR,
+  hashTag,
+  keysUnder,
+  keysWithoutTtl,
+  MINUTE,
+  SECOND,
+} from './contract-support'
+import { blockContract, incrementContract } from './optional-contracts'
+import { limitSpec, storeCall } from './store-calls'
+
+export type { ContractRedis, ContractRunner, ContractStore }
 
 /*
  * The store contract: the behaviour every `Store` must have, for every algorithm, written once and run
@@ -12,22 +26,6 @@ import { countOf, limitSpec, resetCount, storeCall } from './store-calls'
  * It asserts with node:assert and takes `describe`/`it` from the caller, so it runs under any runner
  * that has those two (jest, vitest, mocha, node:test) and @tollgate/core depends on none of them.
  */
-
-/** The two functions of a test runner the suite declares its cases with: jest's, vitest's, mocha's or node:test's. */
-export interface ContractRunner {
-  describe(name: string, body: () => void): unknown
-  it(name: string, body: () => Promise<void>): unknown
-}
-
-/**
- * What the Redis checks read through: an ioredis `Redis` or `Cluster` fits (a Cluster is scanned on
- * each of its masters).
- */
-export interface ContractRedis {
-  scan(cursor: string, match: 'MATCH', pattern: string, count: 'COUNT', n: number): Promise<[string, string[]]>
-  pttl(key: string): Promise<number>
-  nodes?(role: 'master'): ContractRedis[]
-}
 
 export interface StoreContractOptions {
   /** The store has the optional `increment` fast path of the single-limit fixed window. @default true */
@@ -48,27 +46,11 @@ export interface StoreContractOptions {
   runner?: ContractRunner
 }
 
-/** What `make` returns: a fresh store, and a key prefix no other test uses. */
-export interface ContractStore {
-  store: Store
-  prefix: string
-}
-
 const ALL_ALGORITHMS: readonly AlgorithmName[] = ['fixed-window', 'sliding-window', 'gcra', 'sliding-log']
-const SECOND = 1000
-const MINUTE = 60 * SECOND
-const HOUR = 60 * MINUTE
 
 /** The start of the next window of `ms`: tests place their calls at known distances from its edges. */
 function windowStart(ms: number): number {
   return (Math.floor(Date.now() / ms) + 1) * ms
-}
-
-/** The hash tag Redis Cluster hashes a key by: the text inside its first `{...}`, else the whole key. */
-function hashTag(key: string): string {
-  const open = key.indexOf('{')
-  const close = open === -1 ? -1 : key.indexOf('}', open + 1)
-  return close > open + 1 ? key.slice(open + 1, close) : key
 }
 
 /** An answer as the contract compares it: the verdict and the numbers, nothing a store may add beside them. */
@@ -85,32 +67,6 @@ async function admit(store: Store, call: StoreCall): Promise<StoreResult> {
     'every number of an answer is finite',
   )
   return result
-}
-
-async function scanNode(node: ContractRedis, pattern: string, found: Set<string>): Promise<void> {
-  let cursor = '0'
-  do {
-    const [next, keys] = await node.scan(cursor, 'MATCH', pattern, 'COUNT', 1000)
-    for (const key of keys) found.add(key) // SCAN may return a key more than once
-    cursor = next
-  } while (cursor !== '0')
-}
-
-/** Keys under `prefix`, found with SCAN (KEYS would block a server others share), on every master of a Cluster. */
-async function keysUnder(client: ContractRedis, prefix: string): Promise<string[]> {
-  const pattern = `${prefix.replace(/[*?[\]\\]/g, '\\$&')}*`
-  const found = new Set<string>()
-  const masters = typeof client.nodes === 'function' ? client.nodes('master') : [client]
-  assert.ok(masters.length > 0, 'the Cluster client knows no master yet: run a command first so it loads the slot map')
-  await Promise.all(masters.map((node) => scanNode(node, pattern, found)))
-  return [...found].sort()
-}
-
-/** Keys under `prefix` that would live forever (PTTL -1; -2 is a key that expired between SCAN and PTTL). */
-async function keysWithoutTtl(client: ContractRedis, prefix: string): Promise<string[]> {
-  const keys = await keysUnder(client, prefix)
-  const ttls = await Promise.all(keys.map((key) => client.pttl(key)))
-  return keys.filter((_, i) => ttls[i] === -1)
 }
 
 function globalRunner(): ContractRunner {
@@ -385,92 +341,3 @@ const SEQUENCE: Array<[number, string, number | 'refund' | 'forget']> = [
   [60_000, 'b', 1],
   [61_000, 'b', 0],
 ]
-
-/** The block members: a block holds until its end (with a TTL to match), and `unblock` ends it, and only it. */
-function blockContract(it: ContractRunner['it'], make: () => ContractStore, redis?: () => ContractRedis) {
-  it("keeps a block until unblock ends it, and leaves other clients' blocks alone", async () => {
-    const { store, prefix } = make()
-    assert.deepEqual([typeof store.blockedUntil, typeof store.block, typeof store.unblock], ['function', 'function', 'function'])
-    const now = Date.now()
-    const [a, b] = [`${prefix}{a}:block`, `${prefix}{b}:block`]
-    assert.equal(await store.blockedUntil!(a, now), 0)
-    await store.block!(a, now + MINUTE, now)
-    await store.block!(b, now + MINUTE, now)
-    assert.equal(await store.blockedUntil!(a, now + 30 * SECOND), now + MINUTE)
-    if (redis !== undefined) assert.deepEqual(await keysWithoutTtl(redis(), prefix), [])
-    await store.unblock!(a)
-    assert.equal(await store.blockedUntil!(a, now), 0)
-    assert.equal(await store.blockedUntil!(b, now), now + MINUTE)
-    await store.unblock!(a) // ending no block is no error
-  })
-}
-
-/** The optional fast path of the single-limit fixed window (`increment`), and its agreement with `admit`. */
-function incrementContract({ describe, it }: ContractRunner, make: () => ContractStore) {
-  const W = 60_000
-  const t0 = Math.floor(Date.now() / W) * W + 1000 // 1 s into the current minute
-
-  describe('increment', () => {
-    it('returns the count after each increment, starting at the cost', async () => {
-      const { store, prefix } = make()
-      const key = `${prefix}{a}`
-      assert.equal(await store.increment!(key, 1, W, t0), 1)
-      assert.equal(await store.increment!(key, 1, W, t0 + 10), 2)
-      assert.equal(await store.increment!(key, 5, W, t0 + 20), 7)
-    })
-
-    it('counts each key on its own', async () => {
-      const { store, prefix } = make()
-      assert.equal(await store.increment!(`${prefix}{a}`, 1, W, t0), 1)
-      assert.equal(await store.increment!(`${prefix}{b}`, 1, W, t0), 1)
-    })
-
-    it('starts again at the next window, aligned to the clock', async () => {
-      const { store, prefix } = make()
-      const key = `${prefix}{edge}`
-      await store.increment!(key, 3, W, t0 + W - 1001) // last ms of the window
-      assert.equal(await store.increment!(key, 1, W, t0 + W - 1001), 4)
-      assert.equal(await store.increment!(key, 1, W, t0 + W - 1000), 1) // first ms of the next
-    })
-
-    it('reads a count without changing it, and resets it', async () => {
-      const { store, prefix } = make()
-      const key = `${prefix}{peek}`
-      assert.equal(await countOf(store, key, W, t0), 0)
-      await store.increment!(key, 2, W, t0)
-      assert.equal(await countOf(store, key, W, t0), 2)
-      assert.equal(await countOf(store, key, W, t0), 2)
-      await resetCount(store, key, W, t0)
-      assert.equal(await countOf(store, key, W, t0), 0)
-      assert.equal(await store.increment!(key, 1, W, t0), 1)
-    })
-
-    it('gives each of many concurrent increments of one key its own exact position', async () => {
-      const { store, prefix } = make()
-      const key = `${prefix}{hot}`
-      const costs = Array.from({ length: 200 }, (_, i) => 1 + (i % 3))
-      const counts = await Promise.all(costs.map((cost) => store.increment!(key, cost, W, t0)))
-      // Each count is the running total at that request: distinct, and the last is the sum.
-      const total = costs.reduce((a, b) => a + b, 0)
-      assert.equal(Math.max(...counts), total)
-      assert.equal(new Set(counts).size, costs.length)
-      let running = 0
-      const expected = costs.map((c) => (running += c))
-      assert.deepEqual(
-        [...counts].sort((a, b) => a - b),
-        expected.sort((a, b) => a - b),
-      )
-    })
-
-    it('keeps many keys apart under concurrency', async () => {
-      const { store, prefix } = make()
-      const calls: Array<Promise<number>> = []
-      for (let round = 0; round < 5; round++)
-        for (let k = 0; k < 100; k++) calls.push(Promise.resolve(store.increment!(`${prefix}{k${k}}`, 1, W, t0)))
-      const counts = await Promise.all(calls)
-      for (let k = 0; k < 100; k++) {
-        assert.deepEqual([0, 1, 2, 3, 4].map((round) => counts[round * 100 + k]).sort(), [1, 2, 3, 4, 5], `key k${k}`)
-      }
-    })
-  })
-}
