@@ -54,38 +54,43 @@ describe.each([
     expect(Number(refused.headers['retry-after'])).toBeGreaterThanOrEqual(1)
   })
 
-  it('shows every decision on req.rateLimit and req.rateLimits, properties of the request alone, in a mounted sub-app too, and lets code assign them', async () => {
+  it('shows every decision on req.rateLimit and req.rateLimits, in a mounted sub-app too, through its own app alone, and lets code assign them', async () => {
     const a = makeApp()
     a.use(rateLimit({ max: 5, clock: () => 1_763_729_100_250, logger: quiet }))
     const sub = makeApp()
     sub.get('/', rateLimit({ max: 2, prefix: 'tg:sub:', clock: () => 1_763_729_100_250, logger: quiet }), (req, res) => {
-      // The request's own properties, as express-rate-limit sets them: nothing on Express's prototypes,
-      // which every app in the process shares.
-      const own = Object.hasOwn(req, 'rateLimit') && Object.hasOwn(req, 'rateLimits')
-      const inherited = 'rateLimit' in Object.getPrototypeOf(req) || 'rateLimits' in Object.getPrototypeOf(req)
-      res.json({ own, inherited, last: req.rateLimit?.limit, all: req.rateLimits?.map((d) => [d.limit, d.remaining]) })
+      res.json({ last: req.rateLimit?.limit, all: req.rateLimits?.map((d) => [d.limit, d.remaining]) })
     })
     a.use('/sub', sub)
     a.get('/assign', (req, res) => {
       req.rateLimit = undefined
-      res.json({ assigned: req.rateLimit === undefined, all: req.rateLimits?.length })
+      res.json({ assigned: req.rateLimit === undefined, own: Object.hasOwn(req, 'rateLimit'), all: req.rateLimits?.length })
+    })
+    // A limiter that runs in the sub-app alone still shows its decision to the parent's handlers.
+    const b = makeApp()
+    const bSub = makeApp()
+    bSub.use(rateLimit({ max: 3, prefix: 'tg:bsub:', clock: () => 1_763_729_100_250, logger: quiet }))
+    b.use('/sub', bSub)
+    b.use((req, res) => {
+      res.json({ last: req.rateLimit?.remaining })
+    })
+    // An app with no Tollgate limiter, in the same process.
+    const plain = makeApp()
+    plain.get('/', (req, res) => {
+      res.json({ has: 'rateLimit' in req || 'rateLimits' in req })
     })
     const server = createServer(a)
     const agent = request(server)
     expect((await agent.get('/sub/').expect(200)).body).toEqual({
-      own: true,
-      inherited: false,
       last: 2,
       all: [
         [5, 4],
         [2, 1],
       ],
     })
-    expect((await agent.get('/assign').expect(200)).body).toEqual({ assigned: true, all: 1 })
+    expect((await agent.get('/assign').expect(200)).body).toEqual({ assigned: true, own: true, all: 1 })
     // Each request sees only its own decisions.
     expect((await agent.get('/sub/').expect(200)).body).toEqual({
-      own: true,
-      inherited: false,
       last: 2,
       all: [
         [5, 2],
@@ -93,6 +98,10 @@ describe.each([
       ],
     })
     server.close()
+    expect((await request(createServer(b)).get('/sub/x').expect(200)).body).toEqual({ last: 2 })
+    // Nothing on the prototype every Express app in the process shares, and nothing in an app without a limiter.
+    expect((await request(createServer(plain)).get('/').expect(200)).body).toEqual({ has: false })
+    for (const shared of [express.request, express4.request]) expect('rateLimit' in shared || 'rateLimits' in shared).toBe(false)
   })
 
   it('adds nothing to res.locals, and counts a request once when mounted twice, whatever res.locals holds', async () => {

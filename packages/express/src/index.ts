@@ -9,10 +9,10 @@ import {
   methodDecorator,
   missingRequest,
   type ResponseIO,
-  recordDecision,
 } from '@tollgate/core/adapter'
 import type { NextFunction, Request, Response } from 'express'
 import { expressIp } from './client-ip'
+import { expressRecord } from './decisions'
 import { expressVisit } from './visits'
 
 // What an app needs from core, so it imports from this package alone: the stores, the error and its
@@ -82,10 +82,8 @@ const hooks = {
 
 /** Express's side of the response sequence (core's adapter.ts runs it). */
 const io: ResponseIO<Request, Response> = {
-  // Plain properties of the request, as express-rate-limit sets `req.rateLimit`: nothing is added to
-  // Express's prototypes, which every app in the process shares. Each property added to an Express
-  // request copies its hidden class (visits.ts), so these two are all a request gets.
-  record: (req, _res, decision) => recordDecision(req, decision),
+  // Read as req.rateLimit and req.rateLimits, kept where adding to a request costs least (decisions.ts).
+  record: (req, _res, decision) => expressRecord(req, decision),
   setHeaders(res, headers) {
     for (const name in headers) res.setHeader(name, headers[name]!)
   },

@@ -5,4 +5,5 @@
  * platform.
  */
 export { expressIp } from './client-ip'
+export { expressRecord } from './decisions'
 export { expressVisit } from './visits'

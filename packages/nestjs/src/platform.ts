@@ -1,6 +1,6 @@
 import type { ServerResponse } from 'node:http'
-import { type Decision, lowerHeaderName, type Rejection, type ResponseIO, recordDecision } from '@tollgate/core/adapter'
-import { expressVisit } from '@tollgate/express/internal'
+import { type Decision, lowerHeaderName, type Rejection, type ResponseIO } from '@tollgate/core/adapter'
+import { expressRecord, expressVisit } from '@tollgate/express/internal'
 
 /**
  * The request as the guard gets it: an Express request on platform-express, a fastify request on
@@ -66,8 +66,9 @@ export function keepRefusal(res: object, refusal: Refusal): void {
  * ServerResponse. Nothing is sent here: a refusal is kept for the guard, which throws it.
  */
 export const io: ResponseIO<NestRequest, object> = {
-  // On either platform, properties of the request, as @tollgate/express and @tollgate/fastify set them.
-  record: (req, _res, decision) => recordDecision(req, decision),
+  // Read as req.rateLimit and req.rateLimits on either platform: kept as @tollgate/express keeps them on
+  // platform-express; a fastify request (no req.app, no res.locals) gets properties of its own.
+  record: (req, _res, decision) => expressRecord(req, decision),
   // On platform-express marked in res.locals as @tollgate/express marks them; a fastify request has no
   // res.locals and is marked as @tollgate/fastify marks it.
   visit: expressVisit,
