@@ -4,7 +4,7 @@ import { escapeGlob, quitClient, scanKeys } from '../harness/redis'
 import { type RedisCluster, startRedisCluster } from '../harness/redis-cluster'
 import { clusterLimiter } from './support'
 
-// Issue 12: a client key is the Cluster hash tag of its store keys (`<prefix>{<client key>}:...`). A
+// A client key is the Cluster hash tag of its store keys (`<prefix>{<client key>}:...`). A
 // custom key starting with "}" or holding "{}" used to end the tag early: the keys of one client fell
 // into several slots, and the multi-key scripts (sliding window, several limits) failed with CROSSSLOT
 // for them, 35-46% of everyone's decisions then taken by the fallback. Such keys must count exactly,

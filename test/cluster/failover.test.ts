@@ -6,8 +6,8 @@ import { type RedisCluster, startRedisCluster } from '../harness/redis-cluster'
 import { sleep } from '../support/time'
 import { type Admission, admin, bySource, clusterLimiter, consumeLoop, overMax, ownerOf, slotOfClient } from './support'
 
-// Issue 12: a master SIGKILLed, its replica promoted (cluster-node-timeout made small). Only the dead
-// master's clients may lose their store decisions: in the issue's run 55-84% of the decisions for
+// A master SIGKILLed, its replica promoted (cluster-node-timeout made small). Only the dead
+// master's clients may lose their store decisions: in an earlier run 55-84% of the decisions for
 // clients on the *healthy* masters came from the fallback. This needs the per-node circuit
 // (limiter/resilience.ts with RedisStore.nodeOf), and no client may go over its max either way.
 //

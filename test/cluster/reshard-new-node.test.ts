@@ -7,10 +7,10 @@ import { getFreePort, REDIS_HOST, type RedisServer, startRedisServer } from '../
 import { sleep } from '../support/time'
 import { admin, bySource, clientsInOneSlot, clusterLimiter, clusterNodes, consumeLoop, migrateSlot, overMax, ownerOf } from './support'
 
-// Issue 12: slots resharded onto a node that joined the cluster after the client loaded its slot
+// Slots resharded onto a node that joined the cluster after the client loaded its slot
 // map. Plain commands and scripts follow the MOVED there (ioredis connects to the node named in the
 // redirect), but a MULTI/EXEC (the fixed window's fast path) came back as EXECABORT, its MOVED only in
-// previousErrors: 260 client-windows over max in the issue's run. The store now refreshes the slot
+// previousErrors: 260 client-windows over max in an earlier run. The store now refreshes the slot
 // map and sends the transaction once more, within the same deadline.
 const MAX = 5
 const WINDOW_MS = 1000

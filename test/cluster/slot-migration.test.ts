@@ -6,7 +6,7 @@ import { type RedisCluster, startRedisCluster } from '../harness/redis-cluster'
 import { sleep } from '../support/time'
 import { ALGORITHM_CASES, bySource, clientsInOneSlot, clusterLimiter, consumeLoop, migrateSlot, overMax, ownerOf } from './support'
 
-// Issue 12: a slot moved (IMPORTING/MIGRATING, MIGRATE, SETSLOT NODE) while requests run. Requests for
+// A slot moved (IMPORTING/MIGRATING, MIGRATE, SETSLOT NODE) while requests run. Requests for
 // the moving slot meet ASK, TRYAGAIN (a multi-key script whose keys are half moved) and, once it has
 // moved, MOVED. Whatever the store answers or the fallback decides, every request counted is a
 // request admitted: no client may get more than `max` in any window. Through both clients RedisStore

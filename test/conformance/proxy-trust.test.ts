@@ -9,7 +9,7 @@ import Fastify, { type FastifyServerOptions } from 'fastify'
 import Koa from 'koa'
 import { close, get, listen } from '../support/http'
 
-// Issue 12, "Proxy safety": a framework that keys by the leftmost X-Forwarded-For entry lets a client
+// Proxy safety: a framework that keys by the leftmost X-Forwarded-For entry lets a client
 // pick its own key. The client sits behind one proxy on loopback, which appends the address it saw to
 // whatever the client sent; the client sends a fresh address on every request.
 
@@ -50,7 +50,7 @@ function koaServer(trust: unknown, logger: Logger, proxyIpHeader?: string): Prom
   return Promise.resolve(createServer(app.callback()))
 }
 
-// The proxy saw the client either as 127.0.0.1 (a client on this host, as the issue's repro) or as
+// The proxy saw the client either as 127.0.0.1 (a client on this host, as in the original report) or as
 // 198.51.100.7, so trusting loopback addresses trusts the proxy and not the client.
 const LOCAL_CLIENT = '127.0.0.1'
 const REMOTE_CLIENT = '198.51.100.7'

@@ -2,7 +2,7 @@ import { type Decision, type HeaderStyle, Limiter, MemoryStore, rateLimitHeaders
 import { random } from '../support/random'
 
 /*
- * The hot path's shortcuts (issue 17) must decide and answer exactly as the long way does:
+ * The hot path's shortcuts must decide and answer exactly as the long way does:
  * - the limiter's own cells of the memory store (counting.ts, Store.cell) against a store whose
  *   `increment` is overridden, which takes the store's increment path;
  * - the header records kept per policy, remaining and reset second (response.ts) against records

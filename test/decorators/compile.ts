@@ -4,7 +4,7 @@ import ts from 'typescript'
 
 /*
  * Compiles decorator fixtures with the real TypeScript compiler, type-checker included, in one of its
- * two decorator modes (issue 13): `legacy` is experimentalDecorators + emitDecoratorMetadata, as NestJS
+ * two decorator modes: `legacy` is experimentalDecorators + emitDecoratorMetadata, as NestJS
  * and routing-controllers projects set it; `standard` is TypeScript 5's TC39 decorators. The output is
  * CommonJS in .tmp/ under the repository, so the fixtures resolve node_modules as an app would (and
  * under jest, @tollgate/* map to the package sources as for every test).

@@ -14,7 +14,7 @@ type Metadata = { Routes: { new (): Record<'below' | 'above', Action>; prototype
 
 /*
  * Classes compiled by tsc with experimentalDecorators + emitDecoratorMetadata, as routing-controllers
- * and NestJS projects build them (issue 13), and served over real HTTP.
+ * and NestJS projects build them, and served over real HTTP.
  */
 let errors: string[]
 let routing: Routing

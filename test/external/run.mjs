@@ -1,4 +1,4 @@
-// The external suite (issue 16): Tollgate as a new user gets it. Every package is packed with `npm pack`;
+// The external suite: Tollgate as a new user gets it. Every package is packed with `npm pack`;
 // each tarball's contents and package.json are checked, then linted by publint and by
 // @arethetypeswrong/cli (the analysis `attw --pack` runs, on the very tarball installed below). The
 // tarballs are installed into scratch projects in a temporary directory outside the repository (see

@@ -4,7 +4,7 @@ import { sleep } from '../support/time'
 import { allowInject } from './injectable'
 
 // fastify users test with app.inject(), whose responses never reach a socket: refunds must read
-// them as finished, not as cut off (issue 14).
+// them as finished, not as cut off.
 allowInject()
 
 const quiet = { warn: () => {}, error: () => {} }
@@ -58,7 +58,7 @@ describe('refunds under fastify.inject()', () => {
 })
 
 describe('refunds over real HTTP', () => {
-  // A response cut off before it finished counts as failed, as core reads a raw 'close' (unchanged by issue 14).
+  // A response cut off before it finished counts as failed, as core reads a raw 'close' (unchanged since).
   it.each([
     ['skipFailedRequests refunds', { skipFailedRequests: true }, 200],
     ['skipSuccessfulRequests keeps', { skipSuccessfulRequests: true }, 429],

@@ -2,7 +2,7 @@ import { MemoryStore, type RateLimitOptions, rateLimit, type Store } from '@toll
 import Fastify, { type FastifyInstance } from 'fastify'
 import { allowInject } from './injectable'
 
-// Route limits count in the plugin's store, and `group` shares one counter among routes (issue 14).
+// Route limits count in the plugin's store, and `group` shares one counter among routes.
 allowInject()
 
 const quiet = { warn: () => {}, error: () => {} }

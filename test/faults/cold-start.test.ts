@@ -5,7 +5,7 @@ import type { AlgorithmName } from '@tollgate/core'
 import { Redis } from 'ioredis'
 import { type RedisServer, startRedisServer } from '../harness/redis-server'
 
-// Issue 12, acceptance 4: 50 fresh processes against a healthy local Redis, each making its first
+// 50 fresh processes against a healthy local Redis, each making its first
 // decision right after building its client and limiter: none of those decisions may come from the
 // fallback. A cold start (connect, ready check, NOSCRIPT then EVAL) is not an outage of the store.
 const PROCESSES = 50

@@ -19,7 +19,7 @@ const DEADLINE_MS = 50
 // The bound is on the limiter's own time per decision, measured in this process from `check` to its
 // decision (support/decision-times.ts), not on the HTTP round trip: that one also carries connection
 // setup and the load loop, and on a loaded 2-core machine it reached 232-250 ms while every decision
-// kept its deadline (issue 12). Time this process spent descheduled or with its event loop busy
+// kept its deadline. Time this process spent descheduled or with its event loop busy
 // elsewhere delays every timer alike, the deadline's included; a heartbeat measures it and it is set
 // apart (`stalledMs`). Beside a CPU-bound process on 2 cores the slowest decision took 40-65 ms of its
 // own (up to 283 ms of wall time, 555 ms of HTTP round trip): a 200 ms bound leaves room for the

@@ -4,10 +4,10 @@ import { testServers } from '../harness/servers'
 import { clockInOneWindow, sleep } from '../support/time'
 import { ownRedis } from './support'
 
-// Issue 12, acceptance 1 (first part): one process, one limiter, a Redis stall longer than the store
+// One process, one limiter, a Redis stall longer than the store
 // deadline. Every client already has 8 of its 10 when Redis stops answering for 120 ms; across the
 // stall, the fallback and the return to Redis, no client may be admitted more than 10 times in the
-// window. A fallback that starts counting from zero admits 10 more (issue 12 measured 18 of max 10).
+// window. A fallback that starts counting from zero admits 10 more (18 of max 10 were measured).
 const CLIENTS = 20
 const MAX = 10
 const BEFORE_STALL = 8

@@ -9,7 +9,7 @@ import { type RedisServer, startRedisServer } from '../harness/redis-server'
 import { sumWhere, TestMetrics } from '../support/metrics'
 import { sleep } from '../support/time'
 
-// Issue 15, acceptance 2: metrics recorded through the global MeterProvider of @opentelemetry/api (an
+// Metrics recorded through the global MeterProvider of @opentelemetry/api (an
 // SDK MeterProvider with an in-memory exporter), for requests sent over real HTTP through the Express
 // adapter to a limiter counting in a real redis-server that this file starts, freezes and thaws.
 const quiet = { warn: () => {}, error: () => {} }

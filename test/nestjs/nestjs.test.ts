@@ -9,7 +9,7 @@ import { useRedis } from '../harness/use-redis'
 import { get } from '../support/http'
 import { compileFixtures } from './compile'
 
-// Issue 13, acceptance 1: Nest apps built with tsc and experimentalDecorators (test/nestjs/fixtures),
+// Nest apps built with tsc and experimentalDecorators (test/nestjs/fixtures),
 // on platform-express and platform-fastify, over real HTTP, on the memory store and on Redis.
 
 type Platform = 'express' | 'fastify'
@@ -231,7 +231,7 @@ describe('options are validated as in the other adapters', () => {
   })
 })
 
-// Issue 13's table: @RateLimit from @tollgate/express on a Nest controller (built by tsc with
+// The decorator table: @RateLimit from @tollgate/express on a Nest controller (built by tsc with
 // experimentalDecorators) type-checks, limits in either order with @Get, and fails loudly without req/res.
 describe('@tollgate/express RateLimit on a Nest controller', () => {
   interface ExpressDecorated {

@@ -1,6 +1,6 @@
 import { Limiter, type LimitSpec, MemoryStore } from '@tollgate/core'
 
-// The memory store's fixed windows keep each client's cell from one window to the next (issue 17):
+// The memory store's fixed windows keep each client's cell from one window to the next:
 // a returning client's count starts again at 0 in the new window without a new entry, and the cells
 // of clients that did not return are dropped by the sweep, or by a full map, never counted again.
 

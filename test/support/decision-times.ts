@@ -30,7 +30,7 @@ const HEARTBEAT_MS = 10
 /**
  * Times every decision `limiter` makes from now on, inside this process: from the call of `check`
  * to its decision, with no HTTP in it (a bound on the HTTP round trip also measured connection setup
- * and the load loop: 232-250 ms against < 200 on a loaded 2-core machine, issue 12).
+ * and the load loop: 232-250 ms against < 200 on a loaded 2-core machine).
  *
  * A deadline is a timer, and no timer of a process runs while the process is descheduled or its event
  * loop is busy elsewhere: on a loaded machine a decision can settle hundreds of ms late having waited
