@@ -184,7 +184,7 @@ describe('a store without settle()', () => {
 
   it('still limits, and is refused with actualCost at construction, naming the option', () => {
     const l = new Limiter({ max: 1, store: oldStore() })
-    expect([l.consume('c').allowed, (l.consume('c') as Decision).allowed]).toEqual([true, false])
+    expect([(l.consume('c') as Decision).allowed, (l.consume('c') as Decision).allowed]).toEqual([true, false])
     expect(() => new Limiter({ max: 1, store: oldStore(), actualCost: () => 1 })).toThrow(
       expect.objectContaining({ code: 'TG_INVALID_OPTION', message: expect.stringContaining('"actualCost"') }),
     )
