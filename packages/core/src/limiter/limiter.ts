@@ -153,14 +153,15 @@ export class Limiter<Req = unknown> extends EventEmitter {
     return this.response.denial(req, decision)
   }
 
-  /** Arms the refund hook: once `raw` closes, its outcome decides whether the request counts. */
+  /** Arms the completion hook: once `raw` closes, its outcome decides whether the request counts, and what it cost (`actualCost`). */
   afterResponse(req: Req, res: unknown, raw: ServerResponse, decision: Decision): void {
     this.response.afterResponse(req, res, raw, decision)
   }
 
   /**
-   * Reports a response's outcome for `skipFailedRequests`/`skipSuccessfulRequests`: refunds the request
-   * when its outcome says it should not count. Never throws.
+   * Reports a response's outcome for `skipFailedRequests`/`skipSuccessfulRequests` and `actualCost`:
+   * refunds the request when its outcome says it should not count, and otherwise settles it to its
+   * actual cost. Never throws.
    */
   complete(req: Req, res: unknown, decision: Decision, statusCode: number): void {
     this.response.complete(req, res, decision, statusCode)
