@@ -12,6 +12,7 @@ import { RequestInputs } from './request-inputs'
 import { Resilience } from './resilience'
 import { type Rejection, ResponseParts } from './response'
 import { Telemetry } from './telemetry'
+import { Waiting, type WaitOptions, waitArguments } from './waiting'
 
 /** Prefixes in use per store in this process, to warn when two limiters would count into the same keys. */
 const prefixesInUse = new WeakMap<object, Set<string>>()
@@ -33,6 +34,8 @@ export class Limiter<Req = unknown> extends EventEmitter {
   private readonly counting: Counting<Req>
   private readonly response: ResponseParts<Req>
   private readonly telemetry: Telemetry
+  /** The queues of `wait`, made by its first call: a limiter that never waits carries nothing for it. */
+  private waiting: Waiting | undefined
 
   constructor(options?: LimiterOptions<Req>, hooks?: AdapterHooks<Req>, adapterKeys: readonly string[] = []) {
     super()
@@ -94,6 +97,32 @@ export class Limiter<Req = unknown> extends EventEmitter {
   /** Forgets everything counted for `key` (in the current window, for the window algorithms). */
   reset(key: string): MaybePromise<void> {
     return this.counting.forget(this.inputs.keyOf(key), this.inputs.staticMax(undefined, 0))
+  }
+
+  /**
+   * Counts `cost` units against `key` as soon as the limit admits them, waiting up to `maxWaitMs`:
+   * resolves to the admitted decision, or to a refused one when the time is up or `signal` aborts
+   * (an already-aborted signal resolves at once, counting nothing). Waiters on one key are served
+   * first come, first served in this process; only the first of them tries, with an ordinary
+   * `consume` (same events, same failure policy), and after a refusal it sleeps for the refusal's
+   * `retryAfterMs` before trying again. Rejects with a TollgateError naming a bad argument.
+   */
+  wait(key: string, options: WaitOptions): Promise<Decision> {
+    let clientKey: string
+    let args: ReturnType<typeof waitArguments>
+    let max: number
+    try {
+      args = waitArguments(key, options)
+      clientKey = this.inputs.keyOf(key)
+      max = this.inputs.staticMax(args.max)
+    } catch (error) {
+      return Promise.reject(error)
+    }
+    this.waiting ??= new Waiting(this.config as Config<unknown>, {
+      count: (k, cost, m) => this.counting.count(k, m, cost),
+      refund: (decision) => this.refund(decision),
+    })
+    return this.waiting.wait(clientKey, args.cost, max, args.maxWaitMs, args.signal)
   }
 
   /** Undoes an admitted decision, within its own window only and never below zero. */

@@ -1,0 +1,352 @@
+import { describeValue, invalidOption, rejectUnknown, TollgateError } from '../errors'
+import { isCount, isPlainObject } from '../options/checks'
+import { makeLimit } from '../options/limits'
+import type { Config } from '../options/parse-options'
+import { type Decision, isThenable, type LimitSpec, type MaybePromise } from '../types'
+
+/** What `limiter.wait(key, options)` takes. */
+export interface WaitOptions {
+  /** The longest the call waits, in ms: a whole number from 0 (one try, as `consume`) to 2147483647. */
+  maxWaitMs: number
+  /**
+   * Units this call uses.
+   * @default 1
+   */
+  cost?: number
+  /** Needed only when the limiter's `max` is a function, as `consume`'s third argument. */
+  max?: number
+  /** Aborting it ends the wait at once with a refused decision; an admission that lands after the abort is refunded. */
+  signal?: AbortSignal
+}
+
+const WAIT_OPTIONS = ['maxWaitMs', 'cost', 'max', 'signal'] as const
+
+/** The longest delay setTimeout honours: a longer one fires at once (with a warning), which would turn a wait into a loop. */
+const MAX_TIMER_MS = 2 ** 31 - 1
+
+/** What the waiting needs from its limiter: one ordinary count, and the refund of an admission nobody wants any more. */
+export interface WaitingHost {
+  /** The limiter's count of `cost` units against a client key as stored, with the failure policy and the events of `consume`. */
+  count(clientKey: string, cost: number, max: number): MaybePromise<Decision>
+  refund(decision: Decision): Promise<void>
+}
+
+interface Waiter {
+  readonly cost: number
+  readonly max: number
+  /** Clock time (epoch ms) at which the wait ends refused. */
+  readonly deadline: number
+  readonly resolve: (decision: Decision) => void
+  readonly reject: (error: unknown) => void
+  readonly signal: AbortSignal | undefined
+  onAbort: (() => void) | undefined
+  timer: ReturnType<typeof setTimeout> | undefined
+  done: boolean
+}
+
+/**
+ * The waiters of one client key, first come first served. Only the head tries; the others wait for
+ * their turn, so a later waiter never takes a unit an earlier one is waiting for.
+ */
+interface Queue {
+  readonly key: string
+  readonly waiters: Waiter[]
+  /** Waiters in `waiters` that are not done (done ones are skipped when they reach the front). */
+  live: number
+  /** The head whose try is at the store. */
+  trying: Waiter | undefined
+  /** The head's sleep until `nextTryAt`. */
+  timer: ReturnType<typeof setTimeout> | undefined
+  /** When the last refusal said a try could succeed (its `at + retryAfterMs`). */
+  nextTryAt: number
+  /** The queue's last decision: what a waiter that ends without a try of its own is told. */
+  last: Decision | undefined
+}
+
+/**
+ * `limiter.wait`: per client key, a queue whose head counts with the limiter's ordinary path and,
+ * when refused, sleeps until the refusal's `retryAfterMs` before trying again. Nothing polls: a key
+ * with waiters has at most one sleep timer, and each waiter one timer for its deadline; a key's
+ * queue is dropped with its last waiter, and every timer with the waiter or queue it belongs to, so
+ * nothing is left to keep the process alive once no one waits.
+ */
+export class Waiting {
+  private readonly queues = new Map<string, Queue>()
+  /** The limits of the last `max` seen (one entry: nearly always the limiter's own `max`). */
+  private lastMax = -1
+  private lastLimits: readonly LimitSpec[] = []
+
+  constructor(
+    private readonly config: Config<unknown>,
+    private readonly host: WaitingHost,
+  ) {}
+
+  /** Waiters of this limiter still waiting, over every key (for tests and diagnostics). */
+  get size(): number {
+    let n = 0
+    for (const q of this.queues.values()) n += q.live
+    return n
+  }
+
+  /** Client keys with a queue (dropped with their last waiter). */
+  get keys(): number {
+    return this.queues.size
+  }
+
+  /**
+   * Resolves to an admitted decision once the limit admits `cost` units for `clientKey` (after every
+   * earlier waiter on that key), or to a refused one at the deadline or on abort.
+   */
+  wait(clientKey: string, cost: number, max: number, maxWaitMs: number, signal: AbortSignal | undefined): Promise<Decision> {
+    const now = this.config.clock()
+    let queue = this.queues.get(clientKey)
+    if (signal?.aborted === true) return Promise.resolve(this.refused(queue?.last, clientKey, cost, max, now))
+    return new Promise<Decision>((resolve, reject) => {
+      if (queue === undefined) {
+        queue = { key: clientKey, waiters: [], live: 0, trying: undefined, timer: undefined, nextTryAt: 0, last: undefined }
+        this.queues.set(clientKey, queue)
+      }
+      const q = queue
+      const w: Waiter = {
+        cost,
+        max,
+        deadline: now + maxWaitMs,
+        resolve,
+        reject,
+        signal,
+        onAbort: undefined,
+        timer: undefined,
+        done: false,
+      }
+      q.waiters.push(w)
+      q.live++
+      this.pump(q)
+      if (w.done) return
+      w.timer = setTimeout(() => this.expire(q, w), maxWaitMs)
+      if (signal !== undefined) {
+        w.onAbort = () => this.abort(q, w)
+        signal.addEventListener('abort', w.onAbort, { once: true })
+      }
+    })
+  }
+
+  /** Tries the head of `q` while nothing is at the store, it is time, and tries admit; sleeps otherwise. */
+  private pump(q: Queue): void {
+    while (q.trying === undefined && q.timer === undefined) {
+      const head = this.head(q)
+      if (head === undefined) return
+      const now = this.config.clock()
+      if (now < q.nextTryAt) {
+        q.timer = setTimeout(() => this.wake(q), Math.min(q.nextTryAt - now, MAX_TIMER_MS))
+        return
+      }
+      let decision: MaybePromise<Decision>
+      try {
+        decision = this.host.count(q.key, head.cost, head.max)
+      } catch (error) {
+        // A store in this process threw (a store elsewhere fails into the failure policy instead).
+        this.leave(q, head)
+        head.reject(error)
+        continue
+      }
+      if (isThenable(decision)) {
+        q.trying = head
+        decision.then(
+          (d) => this.answered(q, head, d),
+          (error: unknown) => {
+            q.trying = undefined
+            if (!head.done) {
+              this.leave(q, head)
+              head.reject(error)
+            }
+            this.pump(q)
+          },
+        )
+        return
+      }
+      this.answered(q, head, decision, false)
+    }
+  }
+
+  /** The first waiter not done, done ones dropped from the front; the queue itself is dropped when none is left. */
+  private head(q: Queue): Waiter | undefined {
+    const waiters = q.waiters
+    while (waiters.length > 0 && waiters[0]!.done) waiters.shift()
+    const head = waiters[0]
+    if (head === undefined && q.trying === undefined) this.drop(q)
+    return head
+  }
+
+  /** A try's decision for `w`, the head. `more` when called from a promise: the queue goes on from here. */
+  private answered(q: Queue, w: Waiter, d: Decision, more = true): void {
+    q.trying = undefined
+    q.last = d
+    if (w.done) {
+      // The waiter was aborted while its try was at the store: an admission nobody takes is given back.
+      if (d.allowed) this.host.refund(d).catch(() => {})
+    } else if (d.allowed || this.final(d, w)) {
+      this.leave(q, w)
+      w.resolve(d)
+    } else {
+      q.nextTryAt = d.at + d.retryAfterMs
+      // A try that was at the store when the deadline passed has had its answer: the wait ends with it.
+      if (this.config.clock() >= w.deadline) {
+        this.leave(q, w)
+        w.resolve(this.refused(d, q.key, w.cost, w.max, this.config.clock()))
+      }
+    }
+    if (more) this.pump(q)
+  }
+
+  /**
+   * A refusal that waiting cannot change: the failure policy's `deny` (returned as `consume` returns
+   * it), or a cost larger than a limit can ever admit.
+   */
+  private final(d: Decision, w: Waiter): boolean {
+    if (d.source === 'deny') return true
+    for (const limit of this.limitsOf(w.max)) if (w.cost > limit.burst) return true
+    return false
+  }
+
+  /** The head's sleep is over: try again (or sleep the rest, when the timer fired before the clock got there). */
+  private wake(q: Queue): void {
+    q.timer = undefined
+    this.pump(q)
+  }
+
+  /** `w`'s deadline timer. */
+  private expire(q: Queue, w: Waiter): void {
+    w.timer = undefined
+    if (w.done) return
+    const now = this.config.clock()
+    if (now < w.deadline) {
+      // The timer and the limiter's clock disagree by a little: wait out the rest.
+      w.timer = setTimeout(() => this.expire(q, w), Math.min(w.deadline - now, MAX_TIMER_MS))
+      return
+    }
+    // A try at the store decides the wait when it answers (the store's own deadline bounds it).
+    if (q.trying === w) return
+    if (this.head(q) === w && q.timer !== undefined && now >= q.nextTryAt) {
+      // Its try is due at the deadline: the try comes first, and its answer ends the wait.
+      clearTimeout(q.timer)
+      q.timer = undefined
+      this.pump(q)
+      return
+    }
+    this.leave(q, w)
+    w.resolve(this.refused(q.last, q.key, w.cost, w.max, now))
+    this.pump(q)
+  }
+
+  /** `w`'s signal aborted: the wait ends now, whether or not its try is at the store. */
+  private abort(q: Queue, w: Waiter): void {
+    if (w.done) return
+    const now = this.config.clock()
+    this.leave(q, w)
+    w.resolve(this.refused(q.last, q.key, w.cost, w.max, now))
+    this.pump(q)
+  }
+
+  /** Marks `w` done and lets go of its timer and its abort listener. */
+  private leave(q: Queue, w: Waiter): void {
+    w.done = true
+    q.live--
+    if (w.timer !== undefined) clearTimeout(w.timer)
+    w.timer = undefined
+    if (w.onAbort !== undefined) w.signal!.removeEventListener('abort', w.onAbort)
+    w.onAbort = undefined
+    if (q.live === 0) {
+      if (q.timer !== undefined) clearTimeout(q.timer)
+      q.timer = undefined
+      q.waiters.length = 0
+      if (q.trying === undefined) this.drop(q)
+    }
+  }
+
+  private drop(q: Queue): void {
+    if (this.queues.get(q.key) === q) this.queues.delete(q.key)
+  }
+
+  /**
+   * The refused decision of a wait that ends without an admission: the queue's last decision as of
+   * `now`, with this wait's cost, or (when its queue has no decision yet) one that says only which
+   * limit it was. It was counted nowhere; `retryAfterMs` is the time left until the queue's next try.
+   */
+  private refused(last: Decision | undefined, key: string, cost: number, max: number, now: number): Decision {
+    if (last !== undefined) return asRefused(last, cost, now)
+    const limit = this.limitsOf(max)[0]!
+    return {
+      allowed: false,
+      limit: limit.max,
+      remaining: 0,
+      count: 0,
+      resetAt: now,
+      retryAfterMs: 0,
+      at: now,
+      key,
+      policy: limit.policy,
+      source: 'store',
+      cost,
+    }
+  }
+
+  private limitsOf(max: number): readonly LimitSpec[] {
+    if (max !== this.lastMax) {
+      const { limits, windowMs, burst, name } = this.config
+      this.lastLimits = limits ?? [makeLimit(max, windowMs, burst, name)]
+      this.lastMax = max
+    }
+    return this.lastLimits
+  }
+}
+
+function asRefused(d: Decision, cost: number, now: number): Decision {
+  const retryAfterMs = d.allowed ? 0 : Math.max(1, d.at + d.retryAfterMs - now)
+  const refused: Decision = {
+    allowed: false,
+    limit: d.limit,
+    remaining: 0,
+    count: d.count,
+    resetAt: Math.max(d.resetAt, now + retryAfterMs),
+    retryAfterMs,
+    at: now,
+    key: d.key,
+    policy: d.policy,
+    source: d.source,
+    cost,
+  }
+  if (d.limits !== undefined) refused.limits = d.limits.map((l) => asRefused(l, cost, now))
+  return refused
+}
+
+/** The arguments of `limiter.wait`, checked before anything is queued: each problem names the argument and the value. */
+export function waitArguments(
+  key: unknown,
+  options: unknown,
+): { cost: number; max: number | undefined; maxWaitMs: number; signal?: AbortSignal } {
+  if (typeof key !== 'string' || key.length === 0) {
+    throw new TollgateError(`Invalid argument "key" of wait(): expected a non-empty string, got ${describeValue(key)}`, 'TG_INVALID_OPTION')
+  }
+  if (!isPlainObject(options)) {
+    throw new TollgateError(
+      `Invalid argument "options" of wait(): expected an object with maxWaitMs, got ${describeValue(options)}`,
+      'TG_INVALID_OPTION',
+    )
+  }
+  rejectUnknown('wait()', options, WAIT_OPTIONS, (name) => (/^maxwait/i.test(name) ? 'maxWaitMs' : undefined))
+  const { maxWaitMs, cost = 1, max, signal } = options
+  if (!isCount(maxWaitMs) || maxWaitMs > MAX_TIMER_MS) {
+    throw invalidOption('maxWaitMs', `a whole number of ms from 0 to ${MAX_TIMER_MS}`, maxWaitMs)
+  }
+  if (!isCount(cost)) throw invalidOption('cost', 'a whole number ≥ 0', cost)
+  if (max !== undefined && !isCount(max)) throw invalidOption('max', 'a whole number ≥ 0', max)
+  if (signal !== undefined && !isAbortSignal(signal)) throw invalidOption('signal', 'an AbortSignal', signal)
+  return { cost, max, maxWaitMs, signal }
+}
+
+function isAbortSignal(value: unknown): value is AbortSignal {
+  if (value instanceof AbortSignal) return true
+  // A signal of another realm (a vm context, a polyfill) has the same shape.
+  const s = value as Partial<AbortSignal> | null
+  return typeof s === 'object' && s !== null && typeof s.aborted === 'boolean' && typeof s.addEventListener === 'function'
+}
