@@ -50,7 +50,7 @@ interface Waiter {
  */
 interface Queue {
   readonly key: string
-  readonly waiters: Waiter[]
+  waiters: Waiter[]
   /** Waiters in `waiters` that are not done (done ones are skipped when they reach the front). */
   live: number
   /** The head whose try is at the store. */
@@ -224,17 +224,22 @@ export class Waiting {
       w.timer = setTimeout(() => this.expire(q, w), Math.min(w.deadline - now, MAX_TIMER_MS))
       return
     }
-    // A try at the store decides the wait when it answers (the store's own deadline bounds it).
-    if (q.trying === w) return
-    if (this.head(q) === w && q.timer !== undefined && now >= q.nextTryAt) {
-      // Its try is due at the deadline: the try comes first, and its answer ends the wait.
+    const head = this.head(q)
+    if (head !== undefined && head.deadline <= now && q.timer !== undefined && now >= q.nextTryAt) {
+      // The head's try is due at its deadline: the try comes first, and its answer ends the wait.
       clearTimeout(q.timer)
       q.timer = undefined
       this.pump(q)
-      return
     }
-    this.leave(q, w)
-    w.resolve(this.refused(q.last, q.key, w.cost, w.max, now))
+    // Every waiter of the queue whose deadline has passed ends now, in arrival order: a timer that
+    // fired a little early by the clock must not let a later waiter's end overtake an earlier one's.
+    // A try at the store decides its own waiter's end when it answers (the store's deadline bounds it).
+    for (const waiter of q.waiters) {
+      if (waiter.done || waiter === q.trying || waiter.deadline > now) continue
+      this.leave(q, waiter)
+      waiter.resolve(this.refused(q.last, q.key, waiter.cost, waiter.max, now))
+    }
+    if (q.waiters.length > 0) q.waiters = q.waiters.filter((waiter) => !waiter.done)
     this.pump(q)
   }
 
