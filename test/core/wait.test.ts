@@ -150,6 +150,22 @@ describe('limiter.wait (fixed window, memory store)', () => {
     expect(jest.getTimerCount()).toBe(0)
   })
 
+  it('ends waits that time out together in arrival order, even when a deadline timer fires before the clock reaches it', async () => {
+    let lag = 0
+    const { limiter } = limiterOf({ clock: () => Date.now() - lag })
+    for (let i = 0; i < 5; i++) limiter.consume('job')
+    const order: string[] = []
+    const a = limiter.wait('job', { maxWaitMs: 300 }).then(() => order.push('a'))
+    await jest.advanceTimersByTimeAsync(1)
+    const b = limiter.wait('job', { maxWaitMs: 300 }).then(() => order.push('b'))
+    lag = 1 // a's timer fires at 300 while the clock reads 299: a waits 1 ms more, until b's deadline
+    await jest.advanceTimersByTimeAsync(299)
+    lag = 0
+    await jest.advanceTimersByTimeAsync(1)
+    await Promise.all([a, b])
+    expect(order).toEqual(['a', 'b'])
+  })
+
   it('holds later waiters behind an earlier one of a larger cost', async () => {
     const { limiter } = limiterOf()
     limiter.consume('job', 3)
