@@ -114,6 +114,25 @@ describe('limiter.wait while a try is at the store', () => {
     expect((await limiter.peek('job')).count).toBe(1)
   })
 
+  it('keeps the refusal of an aborted try: the waiter behind it sleeps until the retry time instead of trying', async () => {
+    const store = new HeldStore()
+    const { limiter } = limiterOn(store)
+    for (let i = 0; i < 5; i++) await limiter.consume('job')
+    const tries: Decision[] = []
+    limiter.on('decision', (d: Decision) => tries.push(d))
+    store.hold()
+    const controller = new AbortController()
+    const aborted = limiter.wait('job', { maxWaitMs: 60_000, signal: controller.signal })
+    const behind = limiter.wait('job', { maxWaitMs: 60_000 })
+    await jest.advanceTimersByTimeAsync(0)
+    controller.abort()
+    await aborted
+    store.release()
+    await jest.advanceTimersByTimeAsync(1000)
+    expect(await behind).toMatchObject({ allowed: true, at: T0 + 1000 })
+    expect(tries.map((d) => `${d.at - T0}:${d.allowed}`)).toEqual(['0:false', '1000:true'])
+  })
+
   it('lets a try that is at the store when the deadline passes end the wait with its answer', async () => {
     const store = new HeldStore()
     const { limiter } = limiterOn(store)

@@ -181,14 +181,17 @@ export class Waiting {
   private answered(q: Queue, w: Waiter, d: Decision, more = true): void {
     q.trying = undefined
     q.last = d
+    const final = !d.allowed && this.final(d, w)
+    // The queue sleeps until the refusal says a try could pass; a final refusal says nothing of the
+    // waiters behind (they may be cheaper, or the failure policy may admit them).
+    if (!d.allowed && !final) q.nextTryAt = d.at + d.retryAfterMs
     if (w.done) {
       // The waiter was aborted while its try was at the store: an admission nobody takes is given back.
       if (d.allowed) this.host.refund(d).catch(() => {})
-    } else if (d.allowed || this.final(d, w)) {
+    } else if (d.allowed || final) {
       this.leave(q, w)
       w.resolve(d)
     } else {
-      q.nextTryAt = d.at + d.retryAfterMs
       // A try that was at the store when the deadline passed has had its answer: the wait ends with it.
       if (this.config.clock() >= w.deadline) {
         this.leave(q, w)
