@@ -60,12 +60,14 @@ function limiterOn(store: Store, options: LimiterOptions<unknown> = {}) {
 }
 
 describe('limiter.wait when the store fails', () => {
-  it('returns the "deny" policy\'s refusal at once, as consume does, without waiting for the store', async () => {
+  it('returns the "deny" policy\'s refusal at once, as consume does, to every waiter in line', async () => {
     const store = new HeldStore()
     store.failing = true
     const { limiter } = limiterOn(store, { onStoreError: 'deny' })
-    const d = await limiter.wait('job', { maxWaitMs: 60_000 })
-    expect(d).toMatchObject({ allowed: false, source: 'deny' })
+    const decisions: Decision[] = []
+    for (let i = 0; i < 3; i++) limiter.wait('job', { maxWaitMs: 60_000 }).then((d) => decisions.push(d))
+    await jest.advanceTimersByTimeAsync(0)
+    expect(decisions.map((d) => `${d.allowed}:${d.source}`)).toEqual(['false:deny', 'false:deny', 'false:deny'])
     expect(jest.getTimerCount()).toBe(0)
   })
 
@@ -131,6 +133,19 @@ describe('limiter.wait while a try is at the store', () => {
     await jest.advanceTimersByTimeAsync(1000)
     expect(await behind).toMatchObject({ allowed: true, at: T0 + 1000 })
     expect(tries.map((d) => `${d.at - T0}:${d.allowed}`)).toEqual(['0:false', '1000:true'])
+  })
+
+  it('does not hold the waiters behind a cost no limit admits', async () => {
+    const store = new HeldStore()
+    const { limiter } = limiterOn(store, { algorithm: 'sliding-window' }) // a refused try counts nothing here
+    store.hold()
+    const decisions: Decision[] = []
+    limiter.wait('job', { maxWaitMs: 5000, cost: 6 }).then((d) => decisions.push(d))
+    limiter.wait('job', { maxWaitMs: 5000 }).then((d) => decisions.push(d))
+    await jest.advanceTimersByTimeAsync(0)
+    store.release()
+    await jest.advanceTimersByTimeAsync(0)
+    expect(decisions.map((d) => `${d.cost}:${d.allowed}@${d.at - T0}`)).toEqual(['6:false@0', '1:true@0'])
   })
 
   it('lets a try that is at the store when the deadline passes end the wait with its answer', async () => {

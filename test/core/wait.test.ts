@@ -166,6 +166,13 @@ describe('limiter.wait (fixed window, memory store)', () => {
     expect(order).toEqual(['a', 'b'])
   })
 
+  it('refuses a cost no limit admits after one try, without waiting', async () => {
+    const { limiter, tries } = limiterOf()
+    expect(await limiter.wait('job', { maxWaitMs: 5000, cost: 6 })).toMatchObject({ allowed: false, cost: 6, at: T0 })
+    expect(tries).toHaveLength(1)
+    expect(jest.getTimerCount()).toBe(0)
+  })
+
   it('holds later waiters behind an earlier one of a larger cost', async () => {
     const { limiter } = limiterOf()
     limiter.consume('job', 3)
