@@ -1,53 +1,15 @@
-import { mkdirSync, readFileSync, writeFileSync } from 'node:fs'
 import { createServer, type Server } from 'node:http'
 import type { AddressInfo } from 'node:net'
-import { join } from 'node:path'
-import type { Limiter } from '@tollgate/core'
-import type { Redis } from 'ioredis'
 import { redisUrl, testPrefix } from '../harness/redis'
 import { useRedis } from '../harness/use-redis'
 import { sleep } from '../support/time'
+import type { Job, JobSource } from './job-queue'
+import * as recipe from './job-queue'
+import { recipeCode, recipeFile } from './recipe'
 
-// docs/recipes/job-queue.md, run as written: its TypeScript block becomes a module (it imports the
-// packages as a user's code does) and runs against the test's redis-server and a local upstream that
-// answers 429 past 5 calls in a second, as a rate-limited API would.
-
-const root = join(__dirname, '..', '..')
-
-interface Job {
-  id: string
-  address: string
-}
-interface BatchResult {
-  done: Array<{ job: Job; body: unknown }>
-  later: Array<{ job: Job; afterMs: number }>
-}
-interface JobSource {
-  take(max: number): Promise<Job[]>
-  finish(job: Job, body: unknown): Promise<void>
-  retry(job: Job, afterMs: number): Promise<void>
-}
-/** What the recipe's block exports. */
-interface Recipe {
-  upstreamLimit(redis: Redis, prefix?: string): Limiter
-  runJobs(
-    jobs: readonly Job[],
-    options: { limiter: Limiter; upstream: string; concurrency?: number; maxWaitMs?: number; signal?: AbortSignal },
-  ): Promise<BatchResult>
-  main(source: JobSource, signal: AbortSignal): Promise<void>
-}
-
-/** The recipe's ```ts block, written out as a module and imported. */
-async function loadRecipe(): Promise<Recipe> {
-  const markdown = readFileSync(join(root, 'docs', 'recipes', 'job-queue.md'), 'utf8')
-  const code = /^```ts\n([\s\S]*?)^```$/m.exec(markdown)?.[1]
-  if (code === undefined) throw new Error('docs/recipes/job-queue.md has no ```ts block')
-  const dir = join(root, '.tmp', 'recipes')
-  mkdirSync(dir, { recursive: true })
-  const file = join(dir, 'job-queue.ts')
-  writeFileSync(file, code)
-  return (await import(file)) as Recipe
-}
+// docs/recipes/job-queue.md, run: ./job-queue.ts is the document's code, verbatim (the first test checks
+// it), run against the test's redis-server and a local upstream that answers 429 past 5 calls in a
+// second, as a rate-limited API would.
 
 /** A geocoder allowing 5 calls a second (its own fixed windows), 429 past that. */
 class Upstream {
@@ -90,13 +52,9 @@ async function earlyInASecond(): Promise<void> {
 const jobs = (n: number): Job[] => Array.from({ length: n }, (_, i) => ({ id: `job-${i}`, address: `${i} rue de Rivoli, Paris` }))
 
 const db = useRedis()
-let recipe: Recipe
 let upstream: Upstream
 let url: string
 
-beforeAll(async () => {
-  recipe = await loadRecipe()
-})
 beforeEach(async () => {
   upstream = new Upstream()
   url = await upstream.start()
@@ -106,6 +64,10 @@ afterEach(async () => {
 })
 
 describe('recipe: a job queue that waits for a rate-limited upstream', () => {
+  it('runs the code of docs/recipes/job-queue.md as written there', () => {
+    expect(recipeFile('job-queue')).toBe(recipeCode('job-queue'))
+  })
+
   it('runs 12 jobs through 4 workers at 5 calls a second, with no 429 from the upstream', async () => {
     const limiter = recipe.upstreamLimit(db.client, testPrefix('recipe-jobs'))
     await earlyInASecond()
