@@ -14,7 +14,7 @@ import { startTestServer, testServers } from '../harness/servers'
 // check permissions, killed Redis 7.0 and later, and Valkey, for any user with a key pattern. The
 // same run shows a user lacking one command named in the log, without a crash.
 
-const ALGORITHMS: AlgorithmName[] = ['fixed-window', 'sliding-window', 'gcra', 'sliding-log']
+const ALGORITHMS: AlgorithmName[] = ['fixed-window', 'sliding-window', 'gcra', 'sliding-log', 'concurrency']
 /** README.md, "Permissions, TTLs and eviction". */
 const LEAST_PRIVILEGE = ['get', 'set', 'incrby', 'pexpire', 'decrby', 'del', 'multi', 'exec', 'eval', 'evalsha']
 const SLIDING_LOG = ['zadd', 'zrem', 'zcard', 'zrange', 'zremrangebyscore']
