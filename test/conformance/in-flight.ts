@@ -71,7 +71,7 @@ function send(url: string): Sent {
 }
 
 /** Waits (bounded) until `done` holds: for what happens on another socket or in the store, never a speed. */
-async function until(what: string, done: () => boolean | Promise<boolean>, withinMs = 5000): Promise<void> {
+export async function until(what: string, done: () => boolean | Promise<boolean>, withinMs = 5000): Promise<void> {
   const end = Date.now() + withinMs
   while (!(await done())) {
     if (Date.now() > end) throw new Error(`still waiting after ${withinMs} ms: ${what}`)
