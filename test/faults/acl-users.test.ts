@@ -199,7 +199,7 @@ describe.each(testServers())('on $name', (matrixServer) => {
         const decision = await limiter.consume('c')
         expect(decision.source).not.toBe('store')
         expect(errors.join('\n')).toMatch(
-          /NOPERM: the Redis user "no-zadd" cannot run ZADD \(used by sliding-log\); allow it with ACL SETUSER no-zadd \+zadd/,
+          /NOPERM: the Redis user "no-zadd" cannot run ZADD \(used by sliding-log, concurrency\); allow it with ACL SETUSER no-zadd \+zadd/,
         )
         const noperm = warnings.mock.calls.filter((call) => (call[1] as { code?: string } | undefined)?.code === 'TG_REDIS_NOPERM')
         expect(noperm.map((call) => String(call[0]))).toEqual([expect.stringContaining('cannot run ZADD')])

@@ -125,7 +125,7 @@ describe.each(testServers())('on $name', (server) => {
       for (let i = 0; i < 3; i++) await limiter.consume('c')
       expect(warn.mock.calls.map((call) => String(call[0]))).toEqual([
         expect.stringMatching(
-          /NOPERM: the Redis user "no-pexpire" cannot run PEXPIRE \(used by sliding-log, fixed-window\); allow it with ACL SETUSER no-pexpire \+pexpire/,
+          /NOPERM: the Redis user "no-pexpire" cannot run PEXPIRE \(used by sliding-log, concurrency, fixed-window\); allow it with ACL SETUSER no-pexpire \+pexpire/,
         ),
       ])
     } finally {
