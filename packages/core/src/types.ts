@@ -58,7 +58,10 @@ export interface Decision {
   remaining: number
   /** The window's count after this request, as the store returned it (a lower bound when `source` is "cache"). */
   count: number
-  /** When the window ends and the count starts again, in epoch ms. */
+  /**
+   * When the window ends and the count starts again, in epoch ms. For a concurrency limit, whose slots
+   * free whenever requests end, when to look again: a second on, or sooner when the oldest slot expires.
+   */
   resetAt: number
   /** How long to wait before a retry can succeed, in ms; 0 when allowed. */
   retryAfterMs: number
