@@ -167,6 +167,16 @@ describe.each([
         [5, 0],
       ],
       [
+        // 5 in flight, none released: 30 s later all 5 slots are still held.
+        'concurrency',
+        { algorithm: 'concurrency', max: 5, window: '1m' },
+        [
+          { at: 250, requests: 8 },
+          { at: 30_250, requests: 8 },
+        ],
+        [5, 0],
+      ],
+      [
         // 3 per second, then the minute's 5 run out in the second second.
         'fixed-window with two limits',
         {

@@ -24,6 +24,8 @@ export interface RouteSpec {
    * so there one `@RateLimit` decorator limits both the handler and the method it delegates to.
    */
   mountedTwice?: Options
+  /** A slow handler: answers once this resolves, so the request stays in flight until the test lets it end. */
+  hold?: () => Promise<void>
 }
 
 /** One app, described once and built in each framework's own idiom. */
@@ -77,6 +79,7 @@ function expressApp(spec: AppSpec): Server {
       app.use(limiter)
       add(r.path, limiter, (_q, s) => void s.send(reply))
     } else if (r.limit) add(r.path, tgExpress.rateLimit(withHandler(r.limit)), (_q, s) => void s.send(reply))
+    else if (r.hold) add(r.path, (_q, s, next) => void r.hold!().then(() => s.send(reply), next))
     else add(r.path, (_q, s) => void s.send(reply))
   }
   return createServer(app)
@@ -121,7 +124,8 @@ async function fastifyApp(spec: AppSpec): Promise<Server> {
     } else {
       const config: import('fastify').FastifyContextConfig =
         r.limit === undefined ? {} : { rateLimit: r.limit === false ? false : withHandler(r.limit) }
-      app.route({ method: r.method, url: r.path, config, handler: async () => reply })
+      const hold = r.hold
+      app.route({ method: r.method, url: r.path, config, handler: hold ? () => hold().then(() => reply) : async () => reply })
     }
   }
   await app.ready()
@@ -167,6 +171,7 @@ function koaApp(spec: AppSpec): Server {
       app.use(limiter)
       add(r.path, limiter, answer)
     } else if (r.limit) add(r.path, tgKoa.rateLimit(withHandler(r.limit)), answer)
+    else if (r.hold) add(r.path, (ctx) => r.hold!().then(() => answer(ctx)))
     else add(r.path, answer)
   }
   app.use(router.routes())

@@ -52,7 +52,11 @@ describe('options are validated once, at construction', () => {
     ['meterProvider', {}, /"meterProvider": expected an OpenTelemetry MeterProvider.*\{\} \(object\)/],
     ['meterProvider', null, /"meterProvider".*null/],
     ['clock', 5, /"clock".*5 \(number\)/],
-    ['algorithm', 'leaky-bucket', /"algorithm": expected "fixed-window", "sliding-window", "gcra", "sliding-log", got "leaky-bucket"/],
+    [
+      'algorithm',
+      'leaky-bucket',
+      /"algorithm": expected "fixed-window", "sliding-window", "gcra", "sliding-log", "concurrency", got "leaky-bucket"/,
+    ],
     ['limits', [], /"limits".*an array of 0/],
     ['limits', [{ max: 'x', window: '1s' }], /"limits\[0\]\.max".*"x" \(string\)/],
     ['limits', [{ max: 1, window: '1 fortnight' }], /"limits\[0\]\.window".*"1 fortnight"/],

@@ -14,7 +14,7 @@ import { startTestServer, testServers } from '../harness/servers'
 // check permissions, killed Redis 7.0 and later, and Valkey, for any user with a key pattern. The
 // same run shows a user lacking one command named in the log, without a crash.
 
-const ALGORITHMS: AlgorithmName[] = ['fixed-window', 'sliding-window', 'gcra', 'sliding-log']
+const ALGORITHMS: AlgorithmName[] = ['fixed-window', 'sliding-window', 'gcra', 'sliding-log', 'concurrency']
 /** README.md, "Permissions, TTLs and eviction". */
 const LEAST_PRIVILEGE = ['get', 'set', 'incrby', 'pexpire', 'decrby', 'del', 'multi', 'exec', 'eval', 'evalsha']
 const SLIDING_LOG = ['zadd', 'zrem', 'zcard', 'zrange', 'zremrangebyscore']
@@ -222,7 +222,7 @@ describe.each(testServers())('on $name', (matrixServer) => {
         const decision = await limiter.consume('c')
         expect(decision.source).not.toBe('store')
         expect(errors.join('\n')).toMatch(
-          /NOPERM: the Redis user "no-zadd" cannot run ZADD \(used by sliding-log\); allow it with ACL SETUSER no-zadd \+zadd/,
+          /NOPERM: the Redis user "no-zadd" cannot run ZADD \(used by sliding-log, concurrency\); allow it with ACL SETUSER no-zadd \+zadd/,
         )
         const noperm = warnings.mock.calls.filter((call) => (call[1] as { code?: string } | undefined)?.code === 'TG_REDIS_NOPERM')
         expect(noperm.map((call) => String(call[0]))).toEqual([expect.stringContaining('cannot run ZADD')])

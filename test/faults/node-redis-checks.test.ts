@@ -108,7 +108,7 @@ it('warns once, at the first refusal, about a command the Redis user may not run
   await limiter.consume('c')
   expect(decision.source).toBe('fallback')
   expect(warnings.mock.calls.map((call) => String(call[0]))).toEqual([
-    expect.stringMatching(/NOPERM: the Redis user "no-pexpire" cannot run PEXPIRE \(used by sliding-log, fixed-window\)/),
+    expect.stringMatching(/NOPERM: the Redis user "no-pexpire" cannot run PEXPIRE \(used by sliding-log, concurrency, fixed-window\)/),
   ])
   expect(errors.join('\n')).toMatch(/NOPERM.*(cannot run PEXPIRE|'pexpire' command)/)
 })

@@ -11,7 +11,7 @@ import { sleep } from '../support/time'
 // left without a TTL, and the cause is named: the log says which command the user lacks, not only
 // "EXECABORT" or "can't run this command". Each ACL user here lacks one command.
 
-const ALGORITHMS: AlgorithmName[] = ['fixed-window', 'sliding-window', 'gcra', 'sliding-log']
+const ALGORITHMS: AlgorithmName[] = ['fixed-window', 'sliding-window', 'gcra', 'sliding-log', 'concurrency']
 const USERS = ['pexpire', 'set', 'incrby', 'zadd', 'get'] as const
 const limitsFor: Record<'single' | 'several', Pick<LimiterOptions, 'max' | 'window' | 'limits'>> = {
   single: { max: 3, window: '1m' },
@@ -85,6 +85,7 @@ describe.each(testServers())('on $name', (server) => {
         'sliding-window': ['set', 'incrby', 'get'],
         gcra: ['set', 'get'],
         'sliding-log': ['pexpire', 'zadd'],
+        concurrency: ['pexpire', 'zadd'],
       }
       for (const command of needs[algorithm]) {
         for (const shape of ['single', 'several'] as const) {
@@ -99,12 +100,12 @@ describe.each(testServers())('on $name', (server) => {
     })
   })
 
-  it('keeps counting in Redis for a user without PEXPIRE, except on the fast path and with sliding-log, which need it', async () => {
+  it('keeps counting in Redis for a user without PEXPIRE, except on the fast path and with sliding-log and concurrency, which need it', async () => {
     for (const algorithm of ALGORITHMS) {
       for (const shape of ['single', 'several'] as const) {
         const { decisions } = await run('pexpire', algorithm, shape, testPrefix('acl-ok'))
         const fromStore = decisions.filter((d) => d.source === 'store').length
-        const needsIt = algorithm === 'sliding-log' || (algorithm === 'fixed-window' && shape === 'single')
+        const needsIt = algorithm === 'sliding-log' || algorithm === 'concurrency' || (algorithm === 'fixed-window' && shape === 'single')
         expect([algorithm, shape, fromStore]).toEqual([algorithm, shape, needsIt ? 0 : 8])
       }
     }
@@ -124,7 +125,7 @@ describe.each(testServers())('on $name', (server) => {
       for (let i = 0; i < 3; i++) await limiter.consume('c')
       expect(warn.mock.calls.map((call) => String(call[0]))).toEqual([
         expect.stringMatching(
-          /NOPERM: the Redis user "no-pexpire" cannot run PEXPIRE \(used by sliding-log, fixed-window\); allow it with ACL SETUSER no-pexpire \+pexpire/,
+          /NOPERM: the Redis user "no-pexpire" cannot run PEXPIRE \(used by sliding-log, concurrency, fixed-window\); allow it with ACL SETUSER no-pexpire \+pexpire/,
         ),
       ])
     } finally {

@@ -23,7 +23,8 @@ export interface ResponseIO<Req, Res> {
   raw(res: Res): ServerResponse
   /**
    * Calls `done` once the response is over, with its status (a response cut off counts as 500), for
-   * a framework whose responses the raw 'close' misreads (fastify's inject()). @default the raw response's 'close'
+   * a framework whose responses the raw 'close' misreads (fastify's inject()); at once when the
+   * response was cut off already (the client left while the store answered). @default the raw response's 'close'
    */
   completion?(res: Res, done: (statusCode: number) => void): void
   /**
@@ -47,7 +48,8 @@ export type Gate<Req, Res, Extra = undefined> = (req: Req, res: Res, extra: Extr
  * The one response sequence, for every adapter:
  * 1. count once per request (`visit`), and skip what `skip` skips;
  * 2. record the decision where the framework exposes it, and set the headers for every decision so far;
- * 3. allowed: arm the completion hook when refunds or actualCost are on, and go on;
+ * 3. allowed: arm the completion hook when refunds or actualCost are on or the algorithm holds a slot per
+ *    request (released when the response ends or is cut off), and go on;
  * 4. refused: set the status, then call the user's handler, or send the default refusal;
  *    a client on the deny list gets the deny status and body, and no quota headers.
  */

@@ -9,12 +9,22 @@ function windowSeconds(windowMs: number): number {
   return Math.max(1, Math.ceil(windowMs / 1000))
 }
 
+/**
+ * One draft-8 `RateLimit-Policy` member. A concurrency limit has a quota of requests in flight, not
+ * per window: it carries the draft's quota unit `qu="concurrent-requests"` (§2.1.3) and no `w`, which
+ * the draft makes optional and which would read as a window the quota resets in.
+ */
+function policyItem(name: string, d: Decision): string {
+  const unit = d.policy.quotaUnit
+  return unit === undefined ? `"${name}";q=${d.limit};w=${windowSeconds(d.policy.windowMs)}` : `"${name}";q=${d.limit};qu="${unit}"`
+}
+
 /** Each policy's `RateLimit-Policy` member and the start of its `RateLimit` member, rendered once (policies are long-lived and frozen). */
 const policyItems = new WeakMap<object, { item: string; head: string }>()
 export function policyParts(d: Decision): { item: string; head: string } {
   let parts = policyItems.get(d.policy)
   if (parts === undefined) {
-    parts = { item: `"${d.policy.name}";q=${d.limit};w=${windowSeconds(d.policy.windowMs)}`, head: `"${d.policy.name}";r=` }
+    parts = { item: policyItem(d.policy.name, d), head: `"${d.policy.name}";r=` }
     policyItems.set(d.policy, parts)
   }
   return parts
@@ -87,6 +97,9 @@ function names(decisions: readonly Decision[]): string[] {
  * - draft-7: `RateLimit-Policy: 10;w=1` and the combined `RateLimit: limit=10, remaining=3, reset=1`.
  * - draft-6: `RateLimit-Policy`, `RateLimit-Limit`, `RateLimit-Remaining`, `RateLimit-Reset`.
  * - legacy: `X-RateLimit-Limit/-Remaining/-Reset`, the reset in epoch seconds as express-rate-limit sends it.
+ * - a concurrency limit (algorithm "concurrency"): draft-8 `"3-concurrent";q=3;qu="concurrent-requests"`
+ *   (draft-6/7 keep their required `w`, the longest a slot is held), the remaining the free slots, and
+ *   the reset a short look-again delay: a slot frees whenever a request ends.
  * - refused: `Retry-After` in whole seconds, rounded up so it is never earlier than the reset, and
  *   `Cache-Control: no-store` so no cache replays a 429 to a client whose window has reset.
  */
@@ -133,7 +146,7 @@ function buildHeaders(decisions: readonly Decision[], style: HeaderStyle | false
       headers.RateLimit = `${head}${d.remaining};t=${secondsLeft(d)}`
     } else {
       const listed = names(decisions)
-      headers['RateLimit-Policy'] = decisions.map((d, i) => `"${listed[i]}";q=${d.limit};w=${windowSeconds(d.policy.windowMs)}`).join(', ')
+      headers['RateLimit-Policy'] = decisions.map((d, i) => policyItem(listed[i]!, d)).join(', ')
       headers.RateLimit = decisions.map((d, i) => `"${listed[i]}";r=${d.remaining};t=${secondsLeft(d)}`).join(', ')
     }
   } else if (style === 'draft-7') {

@@ -10,7 +10,7 @@ export type MaybePromise<T> = T | Promise<T>
  * The counting algorithms, one file each under algorithms/. Each has a memory twin and a Lua twin
  * with the same arithmetic, so both stores give the same decisions for the same requests.
  */
-export type AlgorithmName = 'fixed-window' | 'sliding-window' | 'gcra' | 'sliding-log'
+export type AlgorithmName = 'fixed-window' | 'sliding-window' | 'gcra' | 'sliding-log' | 'concurrency'
 
 /** Header shapes of the IETF httpapi RateLimit drafts. */
 export type HeaderStyle = 'draft-6' | 'draft-7' | 'draft-8'
@@ -35,12 +35,17 @@ export type DecisionSource =
 
 /** One limit, with its header fragments rendered once. */
 export interface Policy {
-  /** Policy name used in the `RateLimit`/`RateLimit-Policy` fields, e.g. `"10-per-1s"`. */
+  /** Policy name used in the `RateLimit`/`RateLimit-Policy` fields, e.g. `"10-per-1s"`, or `"3-concurrent"` for a concurrency limit. */
   readonly name: string
   /** Requests (cost units) allowed per window. */
   readonly limit: number
-  /** Window length in ms. */
+  /** Window length in ms; for a concurrency limit, the longest a request may hold its slot. */
   readonly windowMs: number
+  /**
+   * What the limit counts, when not requests per window: `"concurrent-requests"` for a concurrency
+   * limit (algorithm "concurrency"), the quota unit of the draft-8 `RateLimit-Policy` field (`qu`).
+   */
+  readonly quotaUnit?: 'concurrent-requests'
 }
 
 /** The outcome of one request against one limit. */
@@ -53,7 +58,10 @@ export interface Decision {
   remaining: number
   /** The window's count after this request, as the store returned it (a lower bound when `source` is "cache"). */
   count: number
-  /** When the window ends and the count starts again, in epoch ms. */
+  /**
+   * When the window ends and the count starts again, in epoch ms. For a concurrency limit, whose slots
+   * free whenever requests end, when to look again: a second on, or sooner when the oldest slot expires.
+   */
   resetAt: number
   /** How long to wait before a retry can succeed, in ms; 0 when allowed. */
   retryAfterMs: number

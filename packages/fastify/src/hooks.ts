@@ -118,6 +118,8 @@ const io: ResponseIO<FastifyRequest, FastifyReply> = {
   // inject() alike, and comes before inject() resolves, so a test's next request sees the refund.
   completion(reply, done) {
     const raw = reply.raw
+    // Cut off while the store answered: closed already, and it will not close again.
+    if (raw.destroyed) return done(500)
     const over = (): void => {
       raw.removeListener('finish', over)
       raw.removeListener('close', over)

@@ -92,6 +92,8 @@ export const io: ResponseIO<NestRequest, object> = {
     const raw = nodeResponse(res)
     // No HTTP response to watch (a GraphQL context without `res`): the outcome is unknown, nothing is refunded.
     if (raw === undefined) return
+    // Cut off while the store answered: closed already, and it will not close again.
+    if (raw.destroyed) return done(500)
     raw.once('close', () => done(raw.writableFinished ? raw.statusCode : 500))
   },
 }

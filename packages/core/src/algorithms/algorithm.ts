@@ -4,7 +4,7 @@ import type { Windows } from './windows'
 
 /**
  * What one counting algorithm is, in one file each (fixed-window.ts, sliding-window.ts, gcra.ts,
- * sliding-log.ts): see protocol.ts for the calling convention its scripts and memory twin share.
+ * sliding-log.ts, concurrency.ts): see protocol.ts for the calling convention its scripts and memory twin share.
  */
 export interface Algorithm {
   readonly name: AlgorithmName
@@ -15,6 +15,11 @@ export interface Algorithm {
    * the decision, which carries no id: the limiter keeps the call of every decision it admits.
    */
   readonly refundsByCallId: boolean
+  /**
+   * Its units are held until released (the request ends), not counted in a window: the limiter
+   * releases each admitted request when its response ends, and the window is a unit's longest hold.
+   */
+  readonly releases?: boolean
   /** Appends limit `i`'s store keys, in the order its scripts take them. */
   keys(call: StoreCall, i: number, out: string[]): void
   /** Lua of `admit`, as the calling convention above. */

@@ -1,5 +1,6 @@
 import type { AlgorithmName, StoreCall } from '../types'
 import type { Algorithm } from './algorithm'
+import { concurrency } from './concurrency'
 import { fixedWindow } from './fixed-window'
 import { gcra } from './gcra'
 import { slidingLog } from './sliding-log'
@@ -11,6 +12,7 @@ export const ALGORITHMS: Readonly<Record<AlgorithmName, Algorithm>> = Object.fre
   'sliding-window': slidingWindow,
   gcra,
   'sliding-log': slidingLog,
+  concurrency,
 })
 
 export const ALGORITHM_NAMES = Object.keys(ALGORITHMS) as AlgorithmName[]

@@ -91,7 +91,7 @@ export class CallParts {
     let limit = this.limits.get(max)
     if (limit === undefined) {
       const { windowMs, name, burst } = this.config
-      limit = makeLimit(max, windowMs, burst, name)
+      limit = makeLimit(max, windowMs, burst, name, false, this.algorithm.releases === true)
       if (this.limits.size < MAX_CACHED_LIMITS) this.limits.set(max, limit)
     }
     this.lastMax = max

@@ -36,10 +36,13 @@ export class Limiter<Req = unknown> extends EventEmitter {
   private readonly telemetry: Telemetry
   /** The queues of `wait`, made by its first call: a limiter that never waits carries nothing for it. */
   private waiting: Waiting | undefined
+  /** Algorithm "concurrency": an admitted request holds its slot until released. */
+  private readonly releases: boolean
 
   constructor(options?: LimiterOptions<Req>, hooks?: AdapterHooks<Req>, adapterKeys: readonly string[] = []) {
     super()
     this.config = parseOptions(options, adapterKeys, (logger) => new MemoryStore({ logger }))
+    this.releases = ALGORITHMS[this.config.algorithm].releases === true
     const emit = (event: string, value?: unknown) => void this.emit(event, value)
     const resilience = new Resilience(this.config as Config<unknown>, emit)
     this.telemetry = new Telemetry(this.config as Config<unknown>, emit, () => resilience.downNodes)
@@ -125,7 +128,7 @@ export class Limiter<Req = unknown> extends EventEmitter {
     return this.waiting.wait(clientKey, args.cost, max, args.maxWaitMs, args.signal)
   }
 
-  /** Undoes an admitted decision, within its own window only and never below zero. */
+  /** Undoes an admitted decision, within its own window only and never below zero (under "concurrency", frees its slot as `release` does). */
   refund(decision: Decision): Promise<void> {
     return this.counting.refund(decision)
   }
@@ -162,7 +165,19 @@ export class Limiter<Req = unknown> extends EventEmitter {
     return this.counting.settle(decision, actualCost)
   }
 
-  /** True when adapters must report each response's outcome (the skip*Requests options, `actualCost`). */
+  /**
+   * Frees the slot an admitted decision holds under algorithm "concurrency", once its work is done:
+   * what the adapters do when a response ends or is cut off, and what code outside HTTP does after
+   * `consume` (in a `finally`). Once per decision: a second release, or a refund after it, frees
+   * nothing more. Under the other algorithms a request's units stay counted in their window when it
+   * ends, so `release` changes nothing there (`refund` gives them back). A store failure is a
+   * `storeError` event; the slot then frees itself once `window` has passed.
+   */
+  release(decision: Decision): Promise<void> {
+    return this.releases ? this.counting.refund(decision) : Promise.resolve()
+  }
+
+  /** True when adapters must report each response's end or outcome (the skip*Requests options, `actualCost`, algorithm "concurrency"). */
   get wantsCompletion(): boolean {
     return this.response.wantsCompletion
   }

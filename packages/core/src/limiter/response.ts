@@ -1,5 +1,6 @@
 import type { ServerResponse } from 'node:http'
 import { STATUS_CODES } from 'node:http'
+import { ALGORITHMS } from '../algorithms'
 import { describeDuration } from '../duration'
 import { describeValue } from '../errors'
 import { rateLimitHeaders } from '../headers'
@@ -25,7 +26,9 @@ const MAX_CACHED_REJECTIONS = 256
 const NO_FIELDS: Readonly<Record<string, string>> = Object.freeze({})
 
 const refusalDetail = (d: Decision): string =>
-  `Too many requests: the limit is ${d.limit} per ${describeDuration(d.policy.windowMs)}. Retry after the number of seconds in the Retry-After header.`
+  d.policy.quotaUnit === 'concurrent-requests'
+    ? `Too many requests in flight: the limit is ${d.limit} at once. Retry after the number of seconds in the Retry-After header.`
+    : `Too many requests: the limit is ${d.limit} per ${describeDuration(d.policy.windowMs)}. Retry after the number of seconds in the Retry-After header.`
 const denialDetail = (): string => 'This client may not make requests here.'
 const describeFailure = (e: unknown): string => (e instanceof Error ? e.message : describeValue(e))
 
@@ -40,6 +43,8 @@ export class ResponseParts<Req> {
   private readonly records: HeaderRecords
   /** Allowed responses carry no fields: their record is NO_FIELDS, built by nothing. */
   private readonly quietAllowed: boolean
+  /** Each admitted request holds what it counted until its response ends (algorithm "concurrency"). */
+  private readonly releases: boolean
 
   /** The `actualCost` option's failures are logged once. */
   private actualCostWarned = false
@@ -53,11 +58,12 @@ export class ResponseParts<Req> {
     const draft8 = config.headers === 'draft-8' && !config.legacyHeaders && config.headersOn !== 'refused'
     this.records = new HeaderRecords(draft8, config.legacyHeaders, (decisions) => this.build(decisions))
     this.quietAllowed = (config.headers === false && !config.legacyHeaders) || config.headersOn === 'refused'
+    this.releases = ALGORITHMS[config.algorithm].releases === true
   }
 
-  /** True when the response's outcome matters (the skip*Requests options, `actualCost`). */
+  /** True when the response's end or outcome matters (the skip*Requests options, `actualCost`, algorithm "concurrency"). */
   get wantsCompletion(): boolean {
-    return this.config.skipFailedRequests || this.config.skipSuccessfulRequests || this.config.actualCost !== undefined
+    return this.config.skipFailedRequests || this.config.skipSuccessfulRequests || this.config.actualCost !== undefined || this.releases
   }
 
   /**
@@ -127,16 +133,24 @@ export class ResponseParts<Req> {
    * receives (the framework's response object).
    */
   afterResponse(req: Req, res: unknown, raw: ServerResponse, decision: Decision): void {
-    raw.once('close', () => this.complete(req, res, decision, raw.writableFinished ? raw.statusCode : 500))
+    // The client may have left while the store answered: the response closed already and will not
+    // close again, so it is over now, cut off (a concurrency slot would otherwise stay held for its window).
+    if (raw.destroyed) this.complete(req, res, decision, 500)
+    else raw.once('close', () => this.complete(req, res, decision, raw.writableFinished ? raw.statusCode : 500))
   }
 
   /**
-   * Refunds the request when its outcome says it should not count, and otherwise settles it to its
-   * actual cost (`actualCost`). Never throws.
+   * Under algorithm "concurrency", releases the request's slot whatever the outcome (the refund of a
+   * call held until released). Otherwise refunds the request when its outcome says it should not count,
+   * and settles it to its actual cost (`actualCost`). Never throws.
    */
   complete(req: Req, res: unknown, decision: Decision, statusCode: number): void {
     const c = this.config
     if (!this.wantsCompletion || !decision.allowed) return
+    if (this.releases) {
+      void this.refund(decision)
+      return
+    }
     if (!c.skipFailedRequests && !c.skipSuccessfulRequests) {
       this.settleActual(req, res, decision)
       return

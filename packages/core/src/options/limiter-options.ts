@@ -24,6 +24,8 @@ export interface LimiterOptions<Req = unknown> {
    * Window length: ms, or a duration string such as `"1s"`, `"500ms"`, `"1 minute"`; or a function of
    * the request returning one (per-tier windows). Two windows never share a count: each window of a
    * function has keys of its own. `consume`, `peek` and `reset` outside HTTP use `"1s"` then.
+   * With algorithm `"concurrency"`: the longest a request holds its slot (a duration, not a function),
+   * so the slots of a process that died mid-request free themselves; `"1m"` by default there.
    * @default "1s"
    */
   window?: Duration | ((req: Req) => MaybePromise<Duration>)
@@ -126,7 +128,11 @@ export interface LimiterOptions<Req = unknown> {
   /**
    * Counting algorithm: `"fixed-window"` (MULTI/EXEC counters, the cheapest), `"sliding-window"`
    * (previous and current window weighted by overlap), `"gcra"` (a token bucket with one timestamp per
-   * client and exact retry times) or `"sliding-log"` (exact rolling window, one entry per unit).
+   * client and exact retry times), `"sliding-log"` (exact rolling window, one entry per unit) or
+   * `"concurrency"` (at most `max` requests of a client in flight at once: each admitted request holds
+   * a slot until its response ends or is cut off, outside HTTP until `limiter.release(decision)`, and
+   * at most `window`; refusals carry a short Retry-After). With `"concurrency"`, `blockDuration`,
+   * `skipFailedRequests`, `skipSuccessfulRequests` and a `window` function are refused.
    * @default "fixed-window"
    */
   algorithm?: AlgorithmName

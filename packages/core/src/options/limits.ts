@@ -4,7 +4,7 @@ import type { LimitSpec, Policy } from '../types'
 import { checkPolicyName, isCount, isPlainObject } from './checks'
 
 /** The `limits` option: 1 to 10 limits of distinct windows, each with its policy built once. */
-export function parseLimits(value: unknown, takesBurst: boolean): LimitSpec[] {
+export function parseLimits(value: unknown, takesBurst: boolean, concurrent = false): LimitSpec[] {
   if (!Array.isArray(value) || value.length === 0 || value.length > 10) {
     throw invalidOption('limits', 'an array of 1 to 10 limits like { max: 10, window: "1s" }', value)
   }
@@ -20,7 +20,7 @@ export function parseLimits(value: unknown, takesBurst: boolean): LimitSpec[] {
       throw invalidOption(`${at}.burst`, 'a whole number ≥ 1, with algorithm "gcra"', b)
     }
     const limitName = checkPolicyName(`${at}.name`, limit.name)
-    return makeLimit(limit.max, parseDuration(`${at}.window`, limit.window), b as number | undefined, limitName)
+    return makeLimit(limit.max, parseDuration(`${at}.window`, limit.window), b as number | undefined, limitName, false, concurrent)
   })
   if (new Set(limits.map((l) => l.windowMs)).size !== limits.length) {
     throw invalidOption('limits', 'limits with distinct windows (two limits of one window: keep the tighter)', value)
@@ -28,9 +28,23 @@ export function parseLimits(value: unknown, takesBurst: boolean): LimitSpec[] {
   return limits
 }
 
-/** A limit, normalised, with its policy (and so its header fragments) built once. */
-export function makeLimit(max: number, windowMs: number, burst: number | undefined, name: string | undefined, keyed = false): LimitSpec {
+/**
+ * A limit, normalised, with its policy (and so its header fragments) built once. A `concurrent` limit
+ * (algorithm "concurrency") counts requests in flight: its policy says so in its name and quota unit.
+ */
+export function makeLimit(
+  max: number,
+  windowMs: number,
+  burst: number | undefined,
+  name: string | undefined,
+  keyed = false,
+  concurrent = false,
+): LimitSpec {
   const label = formatDuration(windowMs)
-  const policy: Policy = Object.freeze({ name: name ?? `${max}-per-${label}`, limit: max, windowMs })
+  const policy: Policy = Object.freeze(
+    concurrent
+      ? { name: name ?? `${max}-concurrent`, limit: max, windowMs, quotaUnit: 'concurrent-requests' as const }
+      : { name: name ?? `${max}-per-${label}`, limit: max, windowMs },
+  )
   return Object.freeze({ max, windowMs, burst: burst ?? max, label, policy, ...(keyed ? { keyed } : {}) })
 }

@@ -183,6 +183,8 @@ export function parseOptions<Req>(
     throw invalidOption('algorithm', ALGORITHM_NAMES.map((a) => `"${a}"`).join(', '), algorithm)
   }
   const takesBurst = ALGORITHMS[algorithm as AlgorithmName].burst
+  const releases = ALGORITHMS[algorithm as AlgorithmName].releases === true
+  if (releases) checkConcurrency(o)
   const burst = o.burst
   if (burst !== undefined) {
     if (typeof burst !== 'number' || !Number.isSafeInteger(burst) || burst < 1) throw invalidOption('burst', 'a whole number ≥ 1', burst)
@@ -206,7 +208,7 @@ export function parseOptions<Req>(
   if (o.limits !== undefined && (o.max !== undefined || o.window !== undefined)) {
     throw invalidOption('limits', 'limits without max or window (give every limit its own max and window)', o.limits)
   }
-  const limits = o.limits === undefined ? undefined : parseLimits(o.limits, takesBurst)
+  const limits = o.limits === undefined ? undefined : parseLimits(o.limits, takesBurst, releases)
   for (const flag of ['skipFailedRequests', 'skipSuccessfulRequests', 'shadow'] as const) {
     if (o[flag] !== undefined && typeof o[flag] !== 'boolean') throw invalidOption(flag, 'true or false', o[flag])
   }
@@ -238,7 +240,7 @@ export function parseOptions<Req>(
     shadow: (o.shadow as boolean | undefined) ?? false,
     blockMs: o.blockDuration === undefined ? 0 : parseDuration('blockDuration', o.blockDuration),
     max: countOrFunction<Req>('max', o.max, 10),
-    windowMs,
+    windowMs: releases && o.window === undefined ? CONCURRENCY_WINDOW_MS : windowMs,
     window: windowFn,
     key: optionalFunction<(req: Req) => MaybePromise<string>>('key', o.key, 'a function of the request returning a string'),
     prefix,
@@ -262,6 +264,39 @@ export function parseOptions<Req>(
     logger: logger as Logger,
     clock: wholeMs(optionalFunction<() => number>('clock', o.clock, 'a function returning the time in epoch ms')),
   })
+}
+
+/**
+ * The default `window` of algorithm "concurrency", the longest a request holds its slot: longer than
+ * the requests a concurrency cap is for (a model's answer, an export), whose slots the second of the
+ * other algorithms' default would free while they still run.
+ */
+const CONCURRENCY_WINDOW_MS = 60_000
+
+/**
+ * Options that mean nothing for requests in flight, refused by name rather than ignored: a slot is
+ * held while its request runs, whatever its outcome, and a refused request holds none.
+ */
+function checkConcurrency(o: Record<string, unknown>): void {
+  const why = 'with algorithm "concurrency"'
+  if (typeof o.window === 'function') {
+    throw invalidOption('window', `a duration ${why} (the longest a request holds its slot), not a function`, o.window)
+  }
+  if (o.blockDuration !== undefined) {
+    throw invalidOption(
+      'blockDuration',
+      `no blockDuration ${why}: a block would refuse the client while its slots are free`,
+      o.blockDuration,
+    )
+  }
+  if (o.actualCost !== undefined) {
+    throw invalidOption('actualCost', `no actualCost ${why}: a request holds one slot while it runs, whatever it costs`, o.actualCost)
+  }
+  for (const flag of ['skipFailedRequests', 'skipSuccessfulRequests'] as const) {
+    if (o[flag] === true) {
+      throw invalidOption(flag, `no ${flag} ${why}: every request frees its slot when its response ends, whatever its status`, o[flag])
+    }
+  }
 }
 
 /**

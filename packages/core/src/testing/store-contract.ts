@@ -41,9 +41,9 @@ export interface StoreContractOptions {
   /** Compare a sequence of answers with a MemoryStore's (off for the MemoryStore itself). @default true */
   sameAsMemory?: boolean
   /**
-   * The algorithms the store counts; a store that counts fewer than all four should refuse the others
+   * The algorithms the store counts; a store that counts fewer than all five should refuse the others
    * with an error, so a limiter configured with one of them fails loudly.
-   * @default ['fixed-window', 'sliding-window', 'gcra', 'sliding-log']
+   * @default ['fixed-window', 'sliding-window', 'gcra', 'sliding-log', 'concurrency']
    */
   algorithms?: readonly AlgorithmName[]
   /** The Redis client (ioredis) the store writes through: adds the key checks (every key has a TTL, one hash tag per call). */
@@ -52,7 +52,7 @@ export interface StoreContractOptions {
   runner?: ContractRunner
 }
 
-const ALL_ALGORITHMS: readonly AlgorithmName[] = ['fixed-window', 'sliding-window', 'gcra', 'sliding-log']
+const ALL_ALGORITHMS: readonly AlgorithmName[] = ['fixed-window', 'sliding-window', 'gcra', 'sliding-log', 'concurrency']
 
 /** The start of the next window of `ms`: tests place their calls at known distances from its edges. */
 function windowStart(ms: number): number {

@@ -1,0 +1,187 @@
+import { stem } from '../keys'
+import type { LimitSpec, StoreCall } from '../types'
+import type { Algorithm } from './algorithm'
+import { LUA_HEAD, LUA_RECORD, LUA_REPLY, type MemoryTwin, oneKeyPerLimit, TTL_MARGIN_MS, type Verdict } from './protocol'
+import type { Windows } from './windows'
+
+/*
+ * Concurrency: at most `max` units in flight per client. An admitted call holds one slot per unit until
+ * it is released (the limiter's `release`, run by the adapters when the response ends or is cut off),
+ * and never longer than the window: the slots of a process that died mid-request free themselves.
+ * One key per limit, `<stem>:slots` (a sorted set in Redis): one member per held unit, named by the
+ * call id (`<id>:<unit>`) and scored by its admission time. The store's work is the sliding log's
+ * (sliding-log.ts) with the window read as a slot's longest hold; what differs is what the numbers
+ * mean to a client (`verdict`), since a slot frees whenever a request ends, not at a known time.
+ * The store's numbers per limit: [slots held before, admission time of the slot whose expiry would
+ * free enough room], which bounds the Retry-After.
+ */
+
+/**
+ * How long a refused client is told to wait. A slot frees whenever a request of the client ends, which
+ * no one can predict; a second is the shortest `Retry-After` (whole seconds) and is soon enough for a
+ * client that retries to take a slot freed meanwhile.
+ */
+export const CONCURRENCY_RETRY_MS = 1000
+
+/**
+ * Held slots older than the window are dropped first (their holder died or never released them). The
+ * writes go as the sliding log's: PEXPIRE first (re-arming an existing set), then ZADD, then PEXPIRE
+ * again for a set the ZADD created, so no ACL refusal can leave the set without a TTL. The TTL is the
+ * window (plus the margin) from the newest slot: no slot outlives it.
+ */
+const CONCURRENCY_SCRIPT = `${LUA_HEAD}
+for i = 1, n do
+  local max = tonumber(ARGV[3 * i + 1])
+  local w = tonumber(ARGV[3 * i + 2])
+  redis.call('ZREMRANGEBYSCORE', KEYS[i], '-inf', now - w)
+  local c = redis.call('ZCARD', KEYS[i])
+  local idx = c + cost - max - 1
+  if idx < 0 then idx = 0 end
+  local s = now
+  local r = redis.call('ZRANGE', KEYS[i], idx, idx, 'WITHSCORES')
+  if r[2] then s = tonumber(r[2]) end
+  out[2 * i] = c
+  out[2 * i + 1] = s
+  if c + cost > max then ok = 0 end
+end
+${LUA_RECORD}
+if ok == 1 then
+  local fresh = {}
+  for i = 1, n do
+    fresh[i] = redis.call('PEXPIRE', KEYS[i], tonumber(ARGV[3 * i + 2]) + ${TTL_MARGIN_MS}) == 0
+  end
+  for i = 1, n do
+    for j = 1, cost do
+      redis.call('ZADD', KEYS[i], now, ARGV[3] .. ':' .. j)
+    end
+    if fresh[i] then redis.call('PEXPIRE', KEYS[i], tonumber(ARGV[3 * i + 2]) + ${TTL_MARGIN_MS}) end
+  end
+end${LUA_REPLY}`
+
+/**
+ * The release: removes exactly the slots the call took, named by its id; the TTL stays. Run twice (a
+ * release sent again after a reconnect), the second run finds none of the call's slots, so it needs no
+ * record of its call (its key, the last of KEYS, stays unwritten).
+ */
+const CONCURRENCY_RELEASE_SCRIPT = `
+local cost = tonumber(ARGV[1])
+for i = 1, #KEYS - 1 do
+  for j = 1, cost do redis.call('ZREM', KEYS[i], ARGV[3] .. ':' .. j) end
+end
+return ARGV[3]`
+
+/** A member that stands for a slot another store reported (the fallback's copy of the store's count). */
+const SEED = 'seed:'
+
+interface Slots {
+  windowMs: number
+  /** Admission times, ascending, one per held unit. */
+  times: number[]
+  /** The call id and unit of each slot, so a release frees exactly its own. */
+  members: string[]
+}
+
+function memory(windows: Windows): MemoryTwin {
+  const sets = new Map<string, Slots>()
+  const keyOf = (call: StoreCall, i: number) => windows.bound.keyIn(sets, stem(call, i))
+  const slotsOf = (call: StoreCall, i: number): Slots => {
+    const key = keyOf(call, i)
+    let slots = sets.get(key)
+    if (slots === undefined) {
+      slots = { windowMs: call.limits[i]!.windowMs, times: [], members: [] }
+      sets.set(key, slots)
+    }
+    return slots
+  }
+  const add = (slots: Slots, now: number, member: string) => {
+    // Keep times ascending even if the clock steps back.
+    let at = slots.times.length
+    while (at > 0 && slots.times[at - 1]! > now) at--
+    slots.times.splice(at, 0, now)
+    slots.members.splice(at, 0, member)
+  }
+  const remove = (slots: Slots, at: number) => {
+    slots.times.splice(at, 1)
+    slots.members.splice(at, 1)
+  }
+  return {
+    read(call, i, values) {
+      const { max, windowMs: w } = call.limits[i]!
+      const slots = slotsOf(call, i)
+      let drop = 0
+      while (drop < slots.times.length && slots.times[drop]! <= call.now - w) drop++
+      if (drop > 0) {
+        slots.times.splice(0, drop)
+        slots.members.splice(0, drop)
+      }
+      const c = slots.times.length
+      values.push(c, slots.times[Math.max(0, c + call.cost - max - 1)] ?? call.now)
+      return c + call.cost <= max
+    },
+    write(call, i) {
+      const slots = slotsOf(call, i)
+      for (let j = 1; j <= call.cost; j++) add(slots, call.now, `${call.id}:${j}`)
+    },
+    seed(call, i, a, _b, admitted) {
+      // Unlike a count in a window, slots held fall whenever requests end: the store's latest answer is
+      // the best account of them, so it replaces the one seeded before. The slots this store admitted
+      // itself (during an outage) stay, released by their own ids.
+      const slots = slotsOf(call, i)
+      for (let at = slots.members.length - 1; at >= 0; at--) if (slots.members[at]!.startsWith(SEED)) remove(slots, at)
+      const held = admitted ? a + call.cost : a
+      for (let n = 0; n < held; n++) add(slots, call.now, `${SEED}${call.id}:${n}`)
+    },
+    refund(call, i) {
+      const slots = sets.get(keyOf(call, i))
+      if (slots === undefined) return
+      for (let j = 1; j <= call.cost; j++) {
+        const at = slots.members.indexOf(`${call.id}:${j}`)
+        if (at !== -1) remove(slots, at)
+      }
+    },
+    // A slot is held or free: there is no count to move to an actual cost (the limiter refuses actualCost).
+    settle() {},
+    forget: (call, i) => void sets.delete(stem(call, i)),
+    prune(now) {
+      for (const [key, slots] of sets) {
+        if (slots.times.length === 0 || slots.times[slots.times.length - 1]! <= now - slots.windowMs) sets.delete(key)
+      }
+    },
+    get size() {
+      return sets.size
+    },
+  }
+}
+
+/**
+ * `remaining` is the free slots. A slot frees when a request ends, at a time no one knows, so the
+ * reset (the `t` of the RateLimit field) and the wait of a refused client are a short look-again
+ * delay, CONCURRENCY_RETRY_MS, or less when the slot whose expiry frees enough room expires sooner.
+ */
+function verdict(out: Verdict, limit: LimitSpec, a: number, b: number, cost: number, now: number, admitted: boolean): void {
+  const { max, windowMs: W } = limit
+  const wait = cost > max ? CONCURRENCY_RETRY_MS : Math.max(1, Math.min(CONCURRENCY_RETRY_MS, b + W - now))
+  out.fits = a + cost <= max
+  out.count = a + cost
+  out.remaining = Math.max(0, max - (admitted ? a + cost : a))
+  out.resetAt = now + wait
+  out.retryAfterMs = out.fits ? 0 : wait
+}
+
+export const concurrency: Algorithm = {
+  name: 'concurrency',
+  burst: false,
+  refundsByCallId: true,
+  releases: true,
+  keys: oneKeyPerLimit('slots'),
+  admitScript: CONCURRENCY_SCRIPT,
+  // A slot is held or free, whatever the units: a settle moves nothing (the limiter refuses actualCost).
+  settleKeys: oneKeyPerLimit('slots'),
+  settleScript: 'return ARGV[3]',
+  refundScript: CONCURRENCY_RELEASE_SCRIPT,
+  memory,
+  verdict,
+  unavailable(limit, now, allow, values) {
+    values.push(allow ? 0 : limit.max, now)
+  },
+}
