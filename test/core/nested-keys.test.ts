@@ -112,6 +112,20 @@ describe.each(stores)('a user within a tenant on the %s store', (_name, makeStor
     expect((await plain.consume('d', { cost: 2 })).remaining).toBe(0)
   })
 
+  it('resets nothing when every limit has a key of its own and none is named', async () => {
+    const limiter = new Limiter<TenantRequest>({
+      limits: [{ max: 3, window: '1m', key: (req) => `tenant:${req.tenant}` }],
+      store: makeStore(),
+      prefix: testPrefix('nested-reset-none'),
+      clock: () => now,
+    })
+    await limiter.consume('anyone', { keys: ['tenant:acme'] })
+    await limiter.reset('anyone')
+    expect((await limiter.peek('anyone', { keys: ['tenant:acme'] })).limits!.map((d) => [d.key, d.remaining])).toEqual([['tenant:acme', 2]])
+    await limiter.reset('anyone', { keys: ['tenant:acme'] })
+    expect((await limiter.peek('anyone', { keys: ['tenant:acme'] })).limits![0]!.remaining).toBe(3)
+  })
+
   it('refunds an admitted decision in every key it counted in', async () => {
     const limiter = tenantLimiter(makeStore(), testPrefix('nested-refund'))
     const tenant = { keys: [undefined, 'tenant:acme'] }

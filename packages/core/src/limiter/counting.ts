@@ -156,6 +156,8 @@ export class Counting<Req> {
    */
   forget(clientKey: string, max: number, scope?: CallScope, only?: readonly number[]): MaybePromise<void> {
     const call = this.forgetHere(clientKey, this.parts.limitFor(max), this.config.clock(), scope, only)
+    // Every limit has a key of its own and none was named: nothing of this key to forget.
+    if (call.limits.length === 0) return
     const counts = this.telemetry.timed('forget', call.storeKey, () => this.config.store.forget(call))
     if (this.config.blockMs <= 0) return counts
     // Sent after the counts' deletion, on the same connection for a Redis store: a request that finds
