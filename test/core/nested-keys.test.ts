@@ -112,6 +112,15 @@ describe.each(stores)('a user within a tenant on the %s store', (_name, makeStor
     expect((await plain.consume('d', { cost: 2 })).remaining).toBe(0)
   })
 
+  it.each(ALGORITHMS)('%s: settles a decision to its actual cost under every key it counted in', async (algorithm) => {
+    const limiter = tenantLimiter(makeStore(), testPrefix('nested-settle'), { algorithm })
+    const tenant = { keys: [undefined, 'tenant:acme'] }
+    const d = await limiter.consume('user:ann', { ...tenant, cost: 4 })
+    expect(d.limits!.map((x) => x.remaining)).toEqual([1, 4])
+    await limiter.settle(d, 1)
+    expect((await limiter.peek('user:ann', tenant)).limits!.map((x) => x.remaining)).toEqual([4, 7])
+  })
+
   it('resets nothing when every limit has a key of its own and none is named', async () => {
     const limiter = new Limiter<TenantRequest>({
       limits: [{ max: 3, window: '1m', key: (req) => `tenant:${req.tenant}` }],

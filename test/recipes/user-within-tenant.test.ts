@@ -1,6 +1,4 @@
-import { readFileSync } from 'node:fs'
 import { createServer, type Server } from 'node:http'
-import { join } from 'node:path'
 import { MemoryStore, RedisStore, type Store } from '@tollgate/express'
 import type { Request } from 'express'
 import { Cluster } from 'ioredis'
@@ -9,17 +7,14 @@ import { testPrefix } from '../harness/redis'
 import { type RedisCluster, startRedisCluster } from '../harness/redis-cluster'
 import { useRedis } from '../harness/use-redis'
 import { close, get, listen } from '../support/http'
+import { recipeCode, recipeFile } from './recipe'
 import { type Account, runJob, tenantApi } from './user-within-tenant'
 
 // docs/recipes/user-within-tenant.md, run: ./user-within-tenant.ts is the document's code, verbatim (the
 // first test checks it), then driven over HTTP on the memory store, a Redis and a Redis Cluster.
 
-const root = join(__dirname, '..', '..')
-
 it('runs the code of docs/recipes/user-within-tenant.md as written there', () => {
-  const markdown = readFileSync(join(root, 'docs', 'recipes', 'user-within-tenant.md'), 'utf8')
-  const block = /```ts\n([\s\S]*?)```/.exec(markdown)
-  expect(block?.[1]).toBe(readFileSync(join(__dirname, 'user-within-tenant.ts'), 'utf8'))
+  expect(recipeFile('user-within-tenant')).toBe(recipeCode('user-within-tenant'))
 })
 
 const db = useRedis()
