@@ -7,7 +7,8 @@ import type { StoreCall } from './types'
  * algorithm: `tg:{203.0.113.7}:1763729100` for the default one-second fixed window (the window index
  * is floor(now / windowMs)). The braces are a Redis Cluster hash tag, so every key of one client lands
  * in one slot and one script may touch them all. With several limits, each limit's keys carry its
- * label: `tg:{203.0.113.7}:1s:1763729100`.
+ * label: `tg:{203.0.113.7}:1s:1763729100`. A limit with a key of its own has that key's stem instead,
+ * and with `hashTag` every key of a call hashes on the tag (scopedStem).
  */
 
 /** Key of the shared bucket for requests whose client IP cannot be resolved (see README, "Keys"). */
