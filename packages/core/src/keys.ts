@@ -7,7 +7,8 @@ import type { StoreCall } from './types'
  * algorithm: `tg:{203.0.113.7}:1763729100` for the default one-second fixed window (the window index
  * is floor(now / windowMs)). The braces are a Redis Cluster hash tag, so every key of one client lands
  * in one slot and one script may touch them all. With several limits, each limit's keys carry its
- * label: `tg:{203.0.113.7}:1s:1763729100`.
+ * label: `tg:{203.0.113.7}:1s:1763729100`. A limit with a key of its own has that key's stem instead,
+ * and with `hashTag` every key of a call hashes on the tag (scopedStem).
  */
 
 /** Key of the shared bucket for requests whose client IP cannot be resolved (see README, "Keys"). */
@@ -32,10 +33,26 @@ export function storeKey(prefix: string, client: string): string {
 const TAG_UNSAFE = /[{}%]/
 const escapeChar = (c: string) => (c === '{' ? '%7B' : c === '}' ? '%7D' : '%25')
 
-/** Key stem of limit `i`: the plain store key for a single limit (so the default key stays `<prefix>{<client>}:<window>`). */
-export function stem(call: Pick<StoreCall, 'storeKey' | 'limits'>, i: number): string {
+/**
+ * Key stem of limit `i`: the plain store key for a single limit (so the default key stays
+ * `<prefix>{<client>}:<window>`), the call's own stem for a limit with a key of its own (scopedStem).
+ */
+export function stem(call: Pick<StoreCall, 'storeKey' | 'limits' | 'stems'>, i: number): string {
+  if (call.stems !== undefined) return call.stems[i]!
   const limit = call.limits[i]!
   return call.limits.length === 1 && limit.keyed !== true ? call.storeKey : `${call.storeKey}:${limit.label}`
+}
+
+/**
+ * Key stem of a limit counted under `client` (its own key, or the request's client key) with its
+ * `label`. Without a hash tag, the stem is the one the request's client key would get, so a limit
+ * without a key of its own keeps the keys of `limits` as they were: `tg:{tenant:acme}:1m`. With one
+ * (`hashTag`, for Redis Cluster), every key of the call hashes on the tag and the client key follows
+ * it: `tg:{acme}:tenant:acme:1m`. The tag is escaped as a client key is (storeKey), so it always
+ * closes where it should; what follows the tag cannot move the slot.
+ */
+export function scopedStem(prefix: string, tag: string | undefined, client: string, label: string): string {
+  return tag === undefined ? `${storeKey(prefix, client)}:${label}` : `${storeKey(prefix, tag)}:${client}:${label}`
 }
 
 /** Index of the fixed window containing `now`. Shared by every store and algorithm so they agree on edges. */

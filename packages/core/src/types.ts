@@ -112,9 +112,19 @@ export interface LimitSpec {
  */
 export interface StoreCall {
   readonly algorithm: AlgorithmName
-  /** `<prefix>{<client key>}`: the braces are a Redis Cluster hash tag (see keys.ts). */
+  /**
+   * `<prefix>{<client key>}`, or `<prefix>{<tag>}` with the `hashTag` option: the braces are a Redis
+   * Cluster hash tag (see keys.ts), which every key of the call shares.
+   */
   readonly storeKey: string
   readonly limits: readonly LimitSpec[]
+  /**
+   * Set when limits have keys of their own (`limits[i].key`): the key stem of each limit, in limit
+   * order, which the algorithms use instead of deriving it from `storeKey` (keys.ts, stem).
+   */
+  readonly stems?: readonly string[]
+  /** With `stems`: the client key of each limit, as stored, which its decision reports. */
+  readonly keys?: readonly string[]
   /** Units this request uses; 0 reads without counting (`peek`). */
   readonly cost: number
   /** Epoch ms from the limiter's clock. */
@@ -147,6 +157,12 @@ export interface StoreResult {
 export interface Store {
   /** True when counts live in this process: no deadline, no failure policy, no over-limit cache. */
   readonly local: boolean
+  /**
+   * Optional: true when the keys of one call must share a Redis Cluster hash slot (a Cluster client),
+   * false when they need not. A limiter with per-limit keys and no `hashTag` refuses a store that says
+   * true at construction; a store that does not say is checked by its first call that spans slots.
+   */
+  readonly cluster?: boolean
   /** Checks every limit of the call, then counts it in all of them or in none, atomically. */
   admit(call: StoreCall): MaybePromise<StoreResult>
   /** Undoes an admitted call, only within the call's own windows and never below zero. */

@@ -69,22 +69,32 @@ export function peekAt(algorithm: Algorithm, limit: LimitSpec, a: number, b: num
   }
 }
 
-/** The decision of a call from the store's answer: one per limit, the decisive one carrying them all when there are several. */
+/**
+ * The decision of a call from the store's answer: one per limit, the decisive one carrying them all
+ * when there are several. With per-limit keys (`call.keys`) each limit's decision reports its own key,
+ * and the decision as a whole the request's client key, `key`.
+ */
 export function decisionOf(algorithm: Algorithm, call: StoreCall, result: StoreResult, key: string, source: DecisionSource): Decision {
-  const { limits, cost, now } = call
+  const { limits, cost, now, keys } = call
   const { values, allowed } = result
-  return combine(limits.length, (i) => decide(algorithm, limits[i]!, values[2 * i]!, values[2 * i + 1]!, allowed, cost, now, key, source))
+  return combine(limits.length, key, keys, (i, k) =>
+    decide(algorithm, limits[i]!, values[2 * i]!, values[2 * i + 1]!, allowed, cost, now, k, source),
+  )
 }
 
 /** What `peek` reports from a read (a call of cost 0), for every limit of the call. */
 export function peekOf(algorithm: Algorithm, call: StoreCall, result: StoreResult, key: string): Decision {
-  const { limits, now } = call
+  const { limits, now, keys } = call
   const { values } = result
-  return combine(limits.length, (i) => peekAt(algorithm, limits[i]!, values[2 * i]!, values[2 * i + 1]!, now, key))
+  return combine(limits.length, key, keys, (i, k) => peekAt(algorithm, limits[i]!, values[2 * i]!, values[2 * i + 1]!, now, k))
 }
 
-function combine(n: number, at: (i: number) => Decision): Decision {
-  if (n === 1) return at(0)
-  const all = Array.from({ length: n }, (_, i) => at(i))
-  return { ...decisive(all), limits: all }
+function combine(n: number, key: string, keys: readonly string[] | undefined, at: (i: number, key: string) => Decision): Decision {
+  if (keys === undefined) {
+    if (n === 1) return at(0, key)
+    const all = Array.from({ length: n }, (_, i) => at(i, key))
+    return { ...decisive(all), limits: all }
+  }
+  const all = Array.from({ length: n }, (_, i) => at(i, keys[i]!))
+  return { ...decisive(all), key, limits: all }
 }

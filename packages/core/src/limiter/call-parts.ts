@@ -1,5 +1,5 @@
 import type { Algorithm } from '../algorithms'
-import { storeKey } from '../keys'
+import { scopedStem, storeKey } from '../keys'
 import { makeLimit } from '../options/limits'
 import type { Config } from '../options/parse-options'
 import type { Decision, LimitSpec, StoreCall } from '../types'
@@ -8,6 +8,16 @@ import type { Decision, LimitSpec, StoreCall } from '../types'
 const MAX_CACHED_LIMITS = 256
 /** Store keys kept built, per limiter; the memo starts over when it reaches this size. */
 const MAX_CACHED_STORE_KEYS = 16384
+
+/**
+ * The keys of one request when limits have keys of their own (`limits[i].key`): the call's store key
+ * (the client's, or the hash tag's with `hashTag`), and each limit's key stem and client key.
+ */
+export interface CallScope {
+  readonly storeKey: string
+  readonly stems: readonly string[]
+  readonly keys: readonly string[]
+}
 
 /** What a store call is made of, built once and kept: store keys, limits, call ids. */
 export class CallParts {
@@ -29,8 +39,29 @@ export class CallParts {
     private readonly algorithm: Algorithm,
   ) {}
 
-  call(clientKey: string, limits: readonly LimitSpec[], cost: number, now: number): StoreCall {
+  call(clientKey: string, limits: readonly LimitSpec[], cost: number, now: number, scope?: CallScope): StoreCall {
+    if (scope !== undefined) {
+      const { storeKey, stems, keys } = scope
+      return { algorithm: this.algorithm.name, storeKey, limits, cost, now, id: this.nextId(), stems, keys }
+    }
     return { algorithm: this.algorithm.name, storeKey: this.storeKey(clientKey), limits, cost, now, id: this.nextId() }
+  }
+
+  /**
+   * The keys of a request of a limiter whose limits have keys of their own: `own[i]` is limit i's key
+   * (as stored), undefined for a limit counted under `clientKey`; `tag` the hash tag (as stored), if any.
+   */
+  scope(clientKey: string, own: readonly (string | undefined)[], tag: string | undefined): CallScope {
+    const limits = this.config.limits!
+    const { prefix } = this.config
+    const stems: string[] = []
+    const keys: string[] = []
+    for (let i = 0; i < limits.length; i++) {
+      const key = own[i] ?? clientKey
+      keys.push(key)
+      stems.push(scopedStem(prefix, tag, key, limits[i]!.label))
+    }
+    return { storeKey: tag === undefined ? this.storeKey(clientKey) : storeKey(prefix, tag), stems, keys }
   }
 
   /**
@@ -39,7 +70,8 @@ export class CallParts {
    * this one's). Undefined when the algorithm's refund needs the original call's id (refundsByCallId).
    */
   rebuild(decision: Decision): StoreCall | undefined {
-    if (this.algorithm.refundsByCallId) return undefined
+    // A decision over per-limit keys does not say its hash tag: its call is kept (counting.ts keepCalls).
+    if (this.algorithm.refundsByCallId || this.config.limitKeys !== undefined) return undefined
     let limits = this.limitsFor(this.limitFor(decision.limit))
     // A window of a `window` function: its own limit, kept built with its policy.
     if (!limits.some((l) => l.policy === decision.policy) && this.config.window !== undefined)

@@ -1,6 +1,7 @@
 import type { Algorithm } from '../algorithms'
 import { decide, decisionOf, peekOf } from '../algorithms/decision'
 import { fixedWindow } from '../algorithms/fixed-window'
+import { TollgateError } from '../errors'
 import { windowIndex } from '../keys'
 import type { Config } from '../options/parse-options'
 import {
@@ -13,7 +14,7 @@ import {
   type StoreCall,
   type StoreResult,
 } from '../types'
-import { CallParts } from './call-parts'
+import { CallParts, type CallScope } from './call-parts'
 import { LocalCells } from './fast-path/local-cells'
 import { MirrorCells, type MirrorEntry } from './fast-path/mirror-cells'
 import { OverLimit } from './fast-path/over-limit'
@@ -58,7 +59,8 @@ export class Counting<Req> {
     this.fast = algorithm === fixedWindow && config.limits === undefined && typeof config.store.increment === 'function'
     this.remote = !config.store.local
     this.refunds = config.skipFailedRequests || config.skipSuccessfulRequests
-    this.keepCalls = this.refunds || algorithm.refundsByCallId
+    // A decision over per-limit keys does not name them all: its call cannot be rebuilt from it.
+    this.keepCalls = this.refunds || algorithm.refundsByCallId || config.limitKeys !== undefined
     this.parts = new CallParts(config as Config<unknown>, algorithm)
     this.ledger = new RefundLedger(this.parts)
     // Refunds keep each decision's call, which needs the store key: they take the increment path.
@@ -70,19 +72,23 @@ export class Counting<Req> {
     this.lockout = new Lockout(config as Config<unknown>, this, this.parts, resilience, telemetry, emit)
   }
 
-  /** `windowMs` is the request's own window, from a `window` function. */
-  count(clientKey: string, max: number, cost: number, windowMs?: number): MaybePromise<Decision> {
+  /**
+   * `windowMs` is the request's own window, from a `window` function; `scope`, the request's keys when
+   * limits have keys of their own (CallParts.scope).
+   */
+  count(clientKey: string, max: number, cost: number, windowMs?: number, scope?: CallScope): MaybePromise<Decision> {
     const now = this.config.clock()
     const limit = windowMs === undefined ? this.parts.limitFor(max) : this.parts.windowedLimit(max, windowMs)
     // One comparison when nothing wants decisions. Reported here, once final (after a lockout has set
     // its end), and never for the fallback's inner count.
     const report = now >= this.telemetry.wake && this.telemetry.wants(now)
-    const decision = this.config.blockMs > 0 ? this.lockout.count(clientKey, limit, cost, now) : this.countAt(clientKey, limit, cost, now)
+    const decision =
+      this.config.blockMs > 0 ? this.lockout.count(clientKey, limit, cost, now) : this.countAt(clientKey, limit, cost, now, scope)
     return report ? this.telemetry.decided(decision) : decision
   }
 
   /** The count of `count`, at `now`, for `limit` (lockout.ts wraps it). */
-  countAt(clientKey: string, limit: LimitSpec, cost: number, now: number): MaybePromise<Decision> {
+  countAt(clientKey: string, limit: LimitSpec, cost: number, now: number, scope?: CallScope): MaybePromise<Decision> {
     const c = this.config
     const { max } = limit
     if (this.remote) {
@@ -91,10 +97,15 @@ export class Counting<Req> {
         const known = this.refunds ? undefined : this.over.known(clientKey, windowIndex(now, c.windowMs))
         if (known !== undefined && known + cost > max) return this.fromCount(clientKey, undefined, known + cost, limit, cost, now, 'cache')
       }
-      if (this.resilience.degraded && this.resilience.isOpen(this.parts.storeKey(clientKey), now))
-        return this.failed(undefined, clientKey, limit, cost, now)
+      if (this.resilience.degraded && this.resilience.isOpen(scope?.storeKey ?? this.parts.storeKey(clientKey), now))
+        return this.failed(undefined, clientKey, limit, cost, now, scope)
     }
-    return this.countIn(c.store, 'store', clientKey, limit, cost, now)
+    return this.countIn(c.store, 'store', clientKey, limit, cost, now, scope)
+  }
+
+  /** A request's keys when limits have keys of their own (CallParts.scope). */
+  scope(clientKey: string, own: readonly (string | undefined)[], tag: string | undefined): CallScope {
+    return this.parts.scope(clientKey, own, tag)
   }
 
   /** The decision for a client on the deny list: refused with no wait to suggest, counted nowhere, no `limited` event. */
@@ -121,18 +132,18 @@ export class Counting<Req> {
    * What `clientKey` has left, counting nothing and emitting nothing (see decision.ts, peekAt). A
    * client under a `blockDuration` block gets the refusal `count` would give it (lockout.ts).
    */
-  peek(clientKey: string, max: number): MaybePromise<Decision> {
+  peek(clientKey: string, max: number, scope?: CallScope): MaybePromise<Decision> {
     const now = this.config.clock()
     const limit = this.parts.limitFor(max)
-    if (this.config.blockMs <= 0) return this.peekCount(clientKey, limit, now)
+    if (this.config.blockMs <= 0) return this.peekCount(clientKey, limit, now, scope)
     const blocked = this.lockout.peek(clientKey, limit, now)
     if (isThenable(blocked)) return blocked.then((d) => d ?? this.peekCount(clientKey, limit, now))
     return blocked ?? this.peekCount(clientKey, limit, now)
   }
 
   /** The peek of the counts: a call of cost 0. */
-  private peekCount(clientKey: string, limit: LimitSpec, now: number): MaybePromise<Decision> {
-    const call = this.parts.call(clientKey, this.parts.limitsFor(limit), 0, now)
+  private peekCount(clientKey: string, limit: LimitSpec, now: number, scope?: CallScope): MaybePromise<Decision> {
+    const call = this.parts.call(clientKey, this.parts.limitsFor(limit), 0, now, scope)
     const result = this.telemetry.timed('admit', call.storeKey, () => this.config.store.admit(call))
     const algorithm = this.algorithm
     return isThenable(result) ? result.then((r) => peekOf(algorithm, call, r, clientKey)) : peekOf(algorithm, call, result, clientKey)
@@ -143,8 +154,10 @@ export class Counting<Req> {
    * ends its block: in the store, and in every cache of this process that could still refuse it (the
    * over-limit verdicts, the mirror and the fallback store's counts, the lockout's known blocks).
    */
-  forget(clientKey: string, max: number): MaybePromise<void> {
-    const call = this.forgetHere(clientKey, this.parts.limitFor(max), this.config.clock())
+  forget(clientKey: string, max: number, scope?: CallScope, only?: readonly number[]): MaybePromise<void> {
+    const call = this.forgetHere(clientKey, this.parts.limitFor(max), this.config.clock(), scope, only)
+    // Every limit has a key of its own and none was named: nothing of this key to forget.
+    if (call.limits.length === 0) return
     const counts = this.telemetry.timed('forget', call.storeKey, () => this.config.store.forget(call))
     if (this.config.blockMs <= 0) return counts
     // Sent after the counts' deletion, on the same connection for a Redis store: a request that finds
@@ -159,11 +172,16 @@ export class Counting<Req> {
    * mirror entry, and the fallback store's copy, which would otherwise continue from a count the
    * store no longer has. Returns the call that names the client's counts.
    */
-  forgetHere(clientKey: string, limit: LimitSpec, now: number): StoreCall {
+  forgetHere(clientKey: string, limit: LimitSpec, now: number, scope?: CallScope, only?: readonly number[]): StoreCall {
     this.over.forget(clientKey)
     this.cells?.forget(clientKey)
     this.mirror?.forget(clientKey)
-    const call = this.parts.call(clientKey, this.parts.limitsFor(limit), 0, now)
+    let call = this.parts.call(clientKey, this.parts.limitsFor(limit), 0, now, scope)
+    if (only !== undefined) {
+      // Per-limit keys: the limits whose keys the caller named, and only those (limiter.ts, reset).
+      const pick = <T>(all: readonly T[]) => only.map((i) => all[i]!)
+      call = { ...call, limits: pick(call.limits), stems: pick(call.stems!), keys: pick(call.keys!) }
+    }
     this.resilience.forget(call)
     return call
   }
@@ -213,6 +231,7 @@ export class Counting<Req> {
     limit: LimitSpec,
     cost: number,
     now: number,
+    scope?: CallScope,
   ): MaybePromise<Decision> {
     // No closure here: a function that creates one allocates its captured variables on every call,
     // taken or not. The continuations of a promise are built in `settled`.
@@ -235,18 +254,19 @@ export class Counting<Req> {
         if (!isThenable(counted)) return this.fromCount(clientKey, key, counted, limit, cost, now, source, entry)
         return this.settled(counted, undefined, key, clientKey, limit, cost, now, source, entry)
       }
-      const call = this.parts.call(clientKey, this.parts.limitsFor(limit), cost, now)
+      const call = this.parts.call(clientKey, this.parts.limitsFor(limit), cost, now, scope)
       let result = store.admit(call)
       if (started >= 0) {
         result = this.telemetry.settle('admit', call.storeKey, started, result)
         started = -1
       }
       if (!isThenable(result)) return this.fromResult(call, result, clientKey, source)
-      return this.settled(result, call, undefined, clientKey, limit, cost, now, source)
+      return this.settled(result, call, undefined, clientKey, limit, cost, now, source, undefined, scope)
     } catch (error) {
-      if (started >= 0) this.telemetry.threw(this.fast ? 'increment' : 'admit', this.parts.storeKey(clientKey), started, error)
+      if (started >= 0)
+        this.telemetry.threw(this.fast ? 'increment' : 'admit', scope?.storeKey ?? this.parts.storeKey(clientKey), started, error)
       if (source !== 'store' || !this.remote) throw error
-      return this.failed(error, clientKey, limit, cost, now)
+      return this.failed(error, clientKey, limit, cost, now, scope)
     }
   }
 
@@ -261,8 +281,10 @@ export class Counting<Req> {
     now: number,
     source: DecisionSource,
     entry?: MirrorEntry,
+    scope?: CallScope,
   ): Promise<Decision> {
-    const failed = source === 'store' && this.remote ? (error: unknown) => this.failed(error, clientKey, limit, cost, now) : undefined
+    const failed =
+      source === 'store' && this.remote ? (error: unknown) => this.failed(error, clientKey, limit, cost, now, scope) : undefined
     if (call !== undefined) return (answer as Promise<StoreResult>).then((r) => this.fromResult(call, r, clientKey, source), failed)
     return (answer as Promise<number>).then((n) => this.fromCount(clientKey, key, n, limit, cost, now, source, entry), failed)
   }
@@ -314,9 +336,12 @@ export class Counting<Req> {
   }
 
   /** The store failed (or the circuit is open: `error` undefined): decide by the failure policy. */
-  private failed(error: unknown, clientKey: string, limit: LimitSpec, cost: number, now: number): Decision {
+  private failed(error: unknown, clientKey: string, limit: LimitSpec, cost: number, now: number, scope?: CallScope): Decision {
     const c = this.config
-    if (error !== undefined) this.resilience.failed(error, this.parts.storeKey(clientKey), now)
+    if (scope !== undefined && c.hashTag === undefined && error instanceof Error && /\bCROSSSLOT\b/.test(error.message)) {
+      throw this.noHashTag(error)
+    }
+    if (error !== undefined) this.resilience.failed(error, scope?.storeKey ?? this.parts.storeKey(clientKey), now)
     if (c.onStoreError === 'fallback') {
       // Decided now, not at the failed call's start: after a timeout that was a deadline ago, and the
       // fallback's windows may have moved on meanwhile (an earlier time would count into a window it
@@ -325,11 +350,11 @@ export class Counting<Req> {
       this.resilience.fellBack(at)
       // The store's last count of the client goes into the fallback first, so it continues from there.
       if (limit.keyed !== true) this.mirror?.handOver(clientKey, at)
-      const decision = this.countIn(this.resilience.fallback, 'fallback', clientKey, limit, cost, at) as Decision
+      const decision = this.countIn(this.resilience.fallback, 'fallback', clientKey, limit, cost, at, scope) as Decision
       this.emit('fallback', decision)
       return decision
     }
-    const call = this.parts.call(clientKey, this.parts.limitsFor(limit), cost, now)
+    const call = this.parts.call(clientKey, this.parts.limitsFor(limit), cost, now, scope)
     return this.fromResult(
       call,
       this.resilience.unavailable(this.algorithm, call.limits, now, c.onStoreError === 'allow'),
@@ -337,6 +362,25 @@ export class Counting<Req> {
       c.onStoreError,
     )
   }
+
+  /**
+   * A store that could not tell it is a Redis Cluster (Store.cluster) refused keys of one call in
+   * different slots: without `hashTag` that happens to the requests whose keys differ in slot, so it
+   * is a misconfiguration, reported as one, never a failure policy applied to some requests at random.
+   */
+  private noHashTag(error: Error): TollgateError {
+    const problem = new TollgateError(
+      `Invalid option "hashTag": limits have keys of their own and the store refused keys of one call in different Redis Cluster slots (${error.message}); give the limiter a hashTag option, a function of the request returning the hash tag its keys share (e.g. (req) => req.user.tenant)`,
+      'TG_INVALID_OPTION',
+      { cause: error },
+    )
+    if (!this.crossSlotLogged) {
+      this.crossSlotLogged = true
+      this.config.logger.error(`Tollgate: ${problem.detail}`, error)
+    }
+    return problem
+  }
+  private crossSlotLogged = false
 
   /** Reports a refusal; in shadow mode the verdict is reported (headers, events) but never enforced. */
   finish(decision: Decision): Decision {

@@ -8,7 +8,7 @@ import { type Config, parseOptions } from '../options/parse-options'
 import { MemoryStore } from '../stores/memory-store'
 import type { AdapterHooks, Decision, MaybePromise } from '../types'
 import { Counting } from './counting'
-import { RequestInputs } from './request-inputs'
+import { RequestInputs, type ScopeOptions } from './request-inputs'
 import { Resilience } from './resilience'
 import { type Rejection, ResponseParts } from './response'
 import { Telemetry } from './telemetry'
@@ -81,25 +81,48 @@ export class Limiter<Req = unknown> extends EventEmitter {
   /**
    * Counts `cost` units against `key` outside HTTP (queues, GraphQL resolvers). `key` is used as the
    * client key as it is (hashed when longer than MAX_KEY_LENGTH). `max` is needed only when the
-   * limiter's `max` is a function.
+   * limiter's `max` is a function. With limits that have keys of their own, pass an options object
+   * instead: `consume(key, { cost, keys: [undefined, 'tenant:acme'], hashTag })` (ConsumeOptions).
    */
-  consume(key: string, cost = 1, max?: number): MaybePromise<Decision> {
+  consume(key: string, cost?: number, max?: number): MaybePromise<Decision>
+  consume(key: string, options: ConsumeOptions): MaybePromise<Decision>
+  consume(key: string, costOrOptions: number | ConsumeOptions = 1, max?: number): MaybePromise<Decision> {
     const inputs = this.inputs
-    return this.counting.count(inputs.keyOf(key), inputs.staticMax(max), inputs.validCount('cost', cost))
+    if (typeof costOrOptions !== 'object' || costOrOptions === null) {
+      if (this.config.limitKeys === undefined)
+        return this.counting.count(inputs.keyOf(key), inputs.staticMax(max), inputs.validCount('cost', costOrOptions))
+      costOrOptions = { cost: costOrOptions, ...(max === undefined ? {} : { max }) }
+    }
+    const o = costOrOptions
+    const clientKey = inputs.keyOf(key)
+    const { scope } = inputs.scopeOf(clientKey, o)
+    return this.counting.count(clientKey, inputs.staticMax(o.max), inputs.validCount('cost', o.cost ?? 1), undefined, scope)
   }
 
   /**
    * What `key` has left, counting nothing and emitting nothing: whether one more unit would be
    * admitted now (`allowed`), `remaining`, `count` (units used, at most the limit), and when it resets.
-   * The same for every algorithm, and for `max` and `limits`.
+   * The same for every algorithm, and for `max` and `limits`. With limits that have keys of their
+   * own, pass them as `consume` takes them: `peek(key, { keys, hashTag })`.
    */
-  peek(key: string, max?: number): MaybePromise<Decision> {
-    return this.counting.peek(this.inputs.keyOf(key), this.inputs.staticMax(max))
+  peek(key: string, max?: number): MaybePromise<Decision>
+  peek(key: string, options: PeekOptions): MaybePromise<Decision>
+  peek(key: string, maxOrOptions?: number | PeekOptions): MaybePromise<Decision> {
+    const o: PeekOptions = typeof maxOrOptions === 'object' && maxOrOptions !== null ? maxOrOptions : { max: maxOrOptions }
+    const clientKey = this.inputs.keyOf(key)
+    const { scope } = this.inputs.scopeOf(clientKey, o)
+    return this.counting.peek(clientKey, this.inputs.staticMax(o.max), scope)
   }
 
-  /** Forgets everything counted for `key` (in the current window, for the window algorithms). */
-  reset(key: string): MaybePromise<void> {
-    return this.counting.forget(this.inputs.keyOf(key), this.inputs.staticMax(undefined, 0))
+  /**
+   * Forgets everything counted for `key` (in the current window, for the window algorithms). With
+   * limits that have keys of their own, it forgets the limits counted under `key`, and those whose
+   * keys `options.keys` names (a tenant's count is shared: it is forgotten only when named).
+   */
+  reset(key: string, options?: ScopeOptions): MaybePromise<void> {
+    const clientKey = this.inputs.keyOf(key)
+    const { scope, only } = this.inputs.scopeOf(clientKey, options, true)
+    return this.counting.forget(clientKey, this.inputs.staticMax(undefined, 0), scope, only)
   }
 
   /**
@@ -240,4 +263,18 @@ function warnOnSharedPrefix<Req>(config: Config<Req>): void {
     )
   }
   prefixes.add(prefix)
+}
+
+/** Options of `consume` outside HTTP. */
+export interface ConsumeOptions extends ScopeOptions {
+  /** Units to count. @default 1 */
+  cost?: number
+  /** Needed only when the limiter's `max` is a function. */
+  max?: number
+}
+
+/** Options of `peek` outside HTTP. */
+export interface PeekOptions extends ScopeOptions {
+  /** Needed only when the limiter's `max` is a function. */
+  max?: number
 }

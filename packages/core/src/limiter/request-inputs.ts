@@ -4,6 +4,7 @@ import { describeValue, TollgateError } from '../errors'
 import { clientKey, ipKey, UNKNOWN_CLIENT_KEY } from '../keys'
 import type { Config } from '../options/parse-options'
 import { type AdapterHooks, type Decision, isThenable, type MaybePromise } from '../types'
+import type { CallScope } from './call-parts'
 
 /** Requests all diagnosed before diagnosing only one in DIAGNOSE_EVERY (a power of two). */
 const DIAGNOSE_ALL = 1024
@@ -14,9 +15,21 @@ const DIAGNOSE_EVERY = 16
  * key (as stored), max and cost, or refuses a client on the deny list without counting it.
  */
 export interface RequestDecider {
-  count(clientKey: string, max: number, cost: number, windowMs?: number): MaybePromise<Decision>
+  count(clientKey: string, max: number, cost: number, windowMs?: number, scope?: CallScope): MaybePromise<Decision>
   /** The decision for a client on the deny list: refused, counted nowhere. */
   deny(clientKey: string, max: number): Decision
+  /** A request's keys when limits have keys of their own (CallParts.scope). */
+  scope(clientKey: string, own: readonly (string | undefined)[], tag: string | undefined): CallScope
+}
+
+/**
+ * The keys `consume`, `peek` and `reset` take, outside HTTP, for limits with keys of their own:
+ * `keys[i]` is limit i's key, where `limits[i]` has a `key` (the others count under the call's key),
+ * and `hashTag` the hash tag, where the limiter has a `hashTag` option.
+ */
+export interface ScopeOptions {
+  keys?: Readonly<Record<number, string | undefined>>
+  hashTag?: string
 }
 
 /**
@@ -28,6 +41,8 @@ export class RequestInputs<Req> {
   private readonly warned = new Set<string>()
   private readonly windows = new Map<unknown, number>()
   private diagnosing: boolean
+  /** The request's decision once `skip` let it through: by its one key, or by each limit's own (evaluateScoped). */
+  private readonly evaluate: (req: Req) => MaybePromise<Decision | undefined>
   /** Requests diagnosed with nothing to say (see diagnose). */
   private undiagnosed = 0
   /**
@@ -43,6 +58,8 @@ export class RequestInputs<Req> {
     private readonly decider: RequestDecider,
   ) {
     this.diagnosing = hooks.diagnose !== undefined
+    // Decided once: a limiter without per-limit keys pays nothing per request for them.
+    this.evaluate = config.limitKeys === undefined ? this.evaluateOne : this.evaluateScoped
   }
 
   /** The request's decision, or undefined when `skip` says so. */
@@ -92,7 +109,7 @@ export class RequestInputs<Req> {
     return error
   }
 
-  private evaluate(req: Req): MaybePromise<Decision | undefined> {
+  private evaluateOne(req: Req): MaybePromise<Decision | undefined> {
     const c = this.config
     const key = c.key === undefined ? this.ipKeyOf(req) : this.call('key', c.key, req)
     const max = typeof c.max === 'number' ? c.max : this.call('max', c.max, req)
@@ -123,6 +140,77 @@ export class RequestInputs<Req> {
     )
   }
 
+  /**
+   * A request of a limiter whose limits have keys of their own: its client key, cost, each limit's own
+   * key and the hash tag, called and checked as `key` is (a throw or a bad value is a request error
+   * naming the option, e.g. `limits[1].key`), then one count over all of them.
+   */
+  private evaluateScoped(req: Req): MaybePromise<Decision | undefined> {
+    const c = this.config
+    const limitKeys = c.limitKeys!
+    const names: string[] = ['key', 'cost', 'hashTag']
+    const inputs: unknown[] = [
+      c.key === undefined ? this.ipKeyOf(req) : this.call('key', c.key, req),
+      typeof c.cost === 'number' ? c.cost : this.call('cost', c.cost, req),
+      c.hashTag === undefined ? undefined : this.call('hashTag', c.hashTag, req),
+    ]
+    for (let i = 0; i < limitKeys.length; i++) {
+      const fn = limitKeys[i]
+      names.push(`limits[${i}].key`)
+      inputs.push(fn === undefined ? undefined : this.call(`limits[${i}].key`, fn, req))
+    }
+    const decide = (values: readonly unknown[]): MaybePromise<Decision | undefined> => {
+      const key = c.key === undefined ? (values[0] as string) : this.keyOf(values[0])
+      const cost = values[1] === c.cost ? (values[1] as number) : this.validCount('cost', values[1])
+      const tag = c.hashTag === undefined ? undefined : clientKey(this.validKey('hashTag', values[2]))
+      const own = limitKeys.map((fn, i) => (fn === undefined ? undefined : clientKey(this.validKey(`limits[${i}].key`, values[3 + i]))))
+      const max = typeof c.max === 'number' ? c.max : 0
+      return this.admit(req, key, max, cost, undefined, this.decider.scope(key, own, tag))
+    }
+    if (!inputs.some((v) => isThenable(v))) return decide(inputs)
+    return Promise.all(inputs.map((v, i) => Promise.resolve(v).catch((e) => Promise.reject(this.requestError(names[i]!, e))))).then(decide)
+  }
+
+  /**
+   * The keys of a `consume`, `peek` or `reset` call (ScopeOptions) of a limiter whose limits have keys
+   * of their own, undefined for any other limiter. `partial` (reset) lets keys be left out: the limits
+   * whose keys were given are then listed in `only`.
+   */
+  scopeOf(callKey: string, options: ScopeOptions | undefined, partial = false): { scope?: CallScope; only?: number[] } {
+    const c = this.config
+    const keys = options?.keys
+    const hashTag = options?.hashTag
+    if (c.limitKeys === undefined) {
+      if (keys !== undefined) throw usage('keys', "this limiter's limits have no key of their own (limits[i].key)")
+      if (hashTag !== undefined) throw usage('hashTag', 'this limiter has no hashTag option')
+      return {}
+    }
+    if (keys !== undefined && (keys === null || typeof keys !== 'object')) throw usage('keys', 'expected an array of keys, one per limit')
+    let tag: string | undefined
+    if (c.hashTag !== undefined) {
+      if (typeof hashTag !== 'string' || hashTag.length === 0)
+        throw usage('hashTag', `this limiter has a hashTag option: pass the hash tag, got ${describeValue(hashTag)}`)
+      tag = clientKey(hashTag)
+    } else if (hashTag !== undefined) throw usage('hashTag', 'this limiter has no hashTag option')
+    const own: (string | undefined)[] = []
+    const only: number[] = []
+    c.limitKeys.forEach((fn, i) => {
+      const given = keys?.[i]
+      if (fn === undefined) {
+        if (given !== undefined) throw usage(`keys[${i}]`, `limits[${i}] has no key of its own: it counts under the call's key`)
+        own.push(undefined)
+        only.push(i)
+      } else if (given === undefined && partial) own.push(callKey)
+      else if (typeof given !== 'string' || given.length === 0) {
+        throw usage(`keys[${i}]`, `limits[${i}] has a key of its own: pass it as keys[${i}], got ${describeValue(given)}`)
+      } else {
+        own.push(clientKey(given))
+        only.push(i)
+      }
+    })
+    return { scope: this.decider.scope(callKey, own, tag), ...(partial ? { only } : {}) }
+  }
+
   /** A window a `window` function returned, in ms (parsed once per distinct value). */
   private windowMsOf(value: unknown): number {
     let ms = this.windows.get(value)
@@ -142,16 +230,23 @@ export class RequestInputs<Req> {
   }
 
   /** Counts the request, unless its client is on the deny list (refused) or the allow list (let through). */
-  private admit(req: Req, key: string, max: number, cost: number, windowMs: number | undefined): MaybePromise<Decision | undefined> {
+  private admit(
+    req: Req,
+    key: string,
+    max: number,
+    cost: number,
+    windowMs: number | undefined,
+    scope?: CallScope,
+  ): MaybePromise<Decision | undefined> {
     const { allowList, denyList } = this.config
-    if (allowList === undefined && denyList === undefined) return this.decider.count(key, max, cost, windowMs)
+    if (allowList === undefined && denyList === undefined) return this.decider.count(key, max, cost, windowMs, scope)
     const ip = this.hooks.ip(req)
     const denied = denyList === undefined ? false : this.listed('denyList', denyList, req, ip, key)
     const then = (isDenied: boolean): MaybePromise<Decision | undefined> => {
       if (isDenied) return this.decider.deny(key, max)
       const allowed = allowList === undefined ? false : this.listed('allowList', allowList, req, ip, key)
-      if (isThenable(allowed)) return allowed.then((a) => (a ? undefined : this.decider.count(key, max, cost, windowMs)))
-      return allowed ? undefined : this.decider.count(key, max, cost, windowMs)
+      if (isThenable(allowed)) return allowed.then((a) => (a ? undefined : this.decider.count(key, max, cost, windowMs, scope)))
+      return allowed ? undefined : this.decider.count(key, max, cost, windowMs, scope)
     }
     return isThenable(denied) ? denied.then(then) : then(denied)
   }
@@ -222,4 +317,9 @@ export class RequestInputs<Req> {
     this.diagnosing = false
     if (problem !== null) this.warnOnce('diagnose', `Tollgate: ${problem}`)
   }
+}
+
+/** A `consume`, `peek` or `reset` call whose keys do not fit the limiter's limits. */
+function usage(name: string, problem: string): TollgateError {
+  return new TollgateError(`Argument "${name}": ${problem}`, 'TG_INVALID_REQUEST_VALUE')
 }

@@ -2,7 +2,7 @@ import type { Duration } from '../duration'
 import type { AlgorithmName, Decision, HeaderStyle, Logger, MaybePromise, MeterProviderLike, Store, StoreErrorPolicy } from '../types'
 
 /** One of several limits checked together (`limits` option). */
-export interface LimitOptions {
+export interface LimitOptions<Req = unknown> {
   /** Units allowed per window. */
   max: number
   /** Window length: ms or a duration string such as "1s", "1 hour". */
@@ -11,6 +11,14 @@ export interface LimitOptions {
   burst?: number
   /** Policy name in the headers. @default "<max>-per-<window>" */
   name?: string
+  /**
+   * Key of this limit, a function of the request (e.g. `(req) => 'tenant:' + req.user.tenant`), when
+   * it counts under another key than the limiter's client key. The request is admitted only if every
+   * limit admits it, and then counted under every limit's key, in one atomic store call. On Redis
+   * Cluster, give the limiter a `hashTag` too. `consume`, `peek` and `reset` take it as `keys[i]`.
+   * @default the limiter's client key (`key`, or the client IP)
+   */
+  key?: (req: Req) => MaybePromise<string>
 }
 
 /** The options every adapter accepts. `Req` is the framework's request (Express `req`, Fastify `request`, Koa `ctx`). */
@@ -141,7 +149,15 @@ export interface LimiterOptions<Req = unknown> {
    * `[{ max: 10, window: '1s' }, { max: 1000, window: '1h' }]`. A request refused by one limit uses
    * up none of the others. Replaces `max` and `window`.
    */
-  limits?: LimitOptions[]
+  limits?: LimitOptions<Req>[]
+  /**
+   * With limits that have keys of their own (`limits[i].key`): the Redis Cluster hash tag of a
+   * request's keys, a function of the request (e.g. `(req) => req.user.tenant`), so one atomic script
+   * can touch them all. Keys become `<prefix>{<tag>}:<key>:<window>...`. Required on a Redis Cluster
+   * store; a standalone Redis or the memory store needs none. `consume`, `peek` and `reset` take it as
+   * `hashTag` in their options.
+   */
+  hashTag?: (req: Req) => MaybePromise<string>
   /** GCRA only: units that may arrive at once (the bucket size). @default max */
   burst?: number
   /** Refund requests whose response failed (status ≥ 400, or `requestWasSuccessful` false). @default false */

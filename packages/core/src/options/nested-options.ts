@@ -7,7 +7,7 @@ import { isPlainObject } from './checks'
  * not) rather than how to count: a limit nested under another (fastify's route `config.rateLimit`)
  * never inherits these from its parent.
  */
-export const LIMIT_DEFINING_KEYS = ['max', 'window', 'limits', 'burst', 'name', 'prefix', 'shadow'] as const
+export const LIMIT_DEFINING_KEYS = ['max', 'window', 'limits', 'hashTag', 'burst', 'name', 'prefix', 'shadow'] as const
 
 /**
  * Options of a limit nested under a parent's (a route's own limit under a plugin's): the parent's

@@ -6,7 +6,7 @@ import { isPrefix } from '../keys'
 import type { AlgorithmName, HeaderStyle, LimitSpec, Logger, MaybePromise, MeterProviderLike, Store, StoreErrorPolicy } from '../types'
 import { checkPolicyName, countOrFunction, isPlainObject, optionalFunction } from './checks'
 import type { LimiterOptions } from './limiter-options'
-import { parseLimits } from './limits'
+import { type LimitKey, parseLimits } from './limits'
 import { guessOption } from './peer-names'
 
 /** Options after validation: every default filled in, frozen, never re-checked per request. */
@@ -40,6 +40,10 @@ export interface Config<Req> {
   readonly algorithm: AlgorithmName
   /** Set when the `limits` option was given; otherwise the single limit comes from max and window. */
   readonly limits: readonly LimitSpec[] | undefined
+  /** Set when a limit has a key of its own: one entry per limit, undefined for a limit counted under the client key. */
+  readonly limitKeys: readonly (LimitKey<Req> | undefined)[] | undefined
+  /** The Redis Cluster hash tag of a request's keys (only with `limitKeys`). */
+  readonly hashTag: LimitKey<Req> | undefined
   readonly burst: number | undefined
   readonly skipFailedRequests: boolean
   readonly skipSuccessfulRequests: boolean
@@ -85,6 +89,7 @@ const OPTION_KEYS = {
   actualCost: true,
   shadow: true,
   blockDuration: true,
+  hashTag: true,
 } satisfies Record<keyof LimiterOptions, true>
 const CORE_KEYS = Object.keys(OPTION_KEYS)
 
@@ -208,7 +213,27 @@ export function parseOptions<Req>(
   if (o.limits !== undefined && (o.max !== undefined || o.window !== undefined)) {
     throw invalidOption('limits', 'limits without max or window (give every limit its own max and window)', o.limits)
   }
-  const limits = o.limits === undefined ? undefined : parseLimits(o.limits, takesBurst, releases)
+  const parsed = o.limits === undefined ? undefined : parseLimits<Req>(o.limits, takesBurst, releases)
+  const limitKeys = parsed?.keys
+  const hashTag = optionalFunction<LimitKey<Req>>('hashTag', o.hashTag, 'a function of the request returning a string')
+  if (hashTag !== undefined && limitKeys === undefined) {
+    throw invalidOption('hashTag', 'no hashTag unless a limit has a key of its own (limits[i].key)', o.hashTag)
+  }
+  if (limitKeys !== undefined) {
+    // A request's keys are many; a block is one key's. Rather than guess which key a block belongs to,
+    // the lockout is not offered with per-limit keys.
+    if (o.blockDuration !== undefined)
+      throw invalidOption('blockDuration', 'no blockDuration with limits that have keys of their own', o.blockDuration)
+    // Per-limit keys without a shared hash tag land in different slots: Redis Cluster refuses such a
+    // script (CROSSSLOT), for the requests whose keys happen to differ in slot. Refused here, for all.
+    if (hashTag === undefined && (store as Partial<Store>).cluster === true) {
+      throw invalidOption(
+        'hashTag',
+        'a function of the request returning the hash tag its keys share (e.g. (req) => req.user.tenant): the store is a Redis Cluster and limits have keys of their own',
+        o.hashTag,
+      )
+    }
+  }
   for (const flag of ['skipFailedRequests', 'skipSuccessfulRequests', 'shadow'] as const) {
     if (o[flag] !== undefined && typeof o[flag] !== 'boolean') throw invalidOption(flag, 'true or false', o[flag])
   }
@@ -228,7 +253,9 @@ export function parseOptions<Req>(
   return Object.freeze({
     actualCost,
     algorithm: algorithm as AlgorithmName,
-    limits,
+    limits: parsed?.limits,
+    limitKeys,
+    hashTag,
     burst: burst as number | undefined,
     skipFailedRequests: (o.skipFailedRequests as boolean | undefined) ?? false,
     skipSuccessfulRequests: (o.skipSuccessfulRequests as boolean | undefined) ?? false,

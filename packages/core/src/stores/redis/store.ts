@@ -93,6 +93,8 @@ function scriptName(algorithm: AlgorithmName, op: 'Admit' | 'Refund' | 'Settle')
  */
 export class RedisStore implements Store {
   readonly local = false
+  /** True with a Cluster client: the keys of one call must share a hash slot (Store.cluster). */
+  readonly cluster: boolean
   readonly timeoutMs: number
   private readonly client: RedisClientLike
   /** The node a store key lives on (see nodeOf), as the kind of client found at construction tells it. */
@@ -120,6 +122,7 @@ export class RedisStore implements Store {
     if (options.ownConnection !== undefined && typeof options.ownConnection !== 'boolean')
       throw invalidOption('ownConnection', 'true or false', options.ownConnection)
     this.client = client
+    this.cluster = client.isCluster === true
     this.timeoutMs = options.timeout === undefined ? 50 : parseDuration('timeout', options.timeout)
     this.causes = watchClient(client)
     this.batcher = new FixedWindowBatcher(
