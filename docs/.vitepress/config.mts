@@ -10,8 +10,12 @@ export default defineConfig({
   lastUpdated: false,
   // Generated includes (the performance tables, scripts/docs-performance.mjs) are parts of a page, not pages.
   srcExclude: ['**/_*.md'],
+  head: [['link', { rel: 'icon', type: 'image/svg+xml', href: '/favicon.svg' }]],
   themeConfig: {
+    logo: '/favicon.svg',
     search: { provider: 'local' },
+    socialLinks: [{ icon: 'github', link: 'https://github.com/tollgate/tollgate' }],
+    editLink: { pattern: 'https://github.com/tollgate/tollgate/edit/main/docs/:path', text: 'Edit this page' },
     outline: [2, 3],
     nav: [
       { text: 'Getting started', link: '/getting-started/' },
