@@ -26,6 +26,17 @@ const TYPES: Record<string, string> = {
   '.png': 'image/png',
 }
 
+/** What the test reads of an <img> and an <a> in the page (the DOM types are not in this project's lib). */
+interface ImageLike {
+  complete: boolean
+  naturalWidth: number
+  src: string
+}
+interface LinkLike {
+  href: string
+  getAttribute(name: string): string | null
+}
+
 /** The pages of the site: every Markdown file of docs/ but the generated includes (`_*.md`), as the URL VitePress gives it. */
 function sourcePages(dir = DOCS): string[] {
   return readdirSync(dir).flatMap((name) => {
@@ -91,8 +102,13 @@ describeWith(['chromium'], 'apt-get install chromium; .ci/run does')('the built 
       if (m.type() === 'error') problems.push(`console error: ${m.text()}`)
     }
     const onError = (e: Error) => problems.push(`uncaught: ${e.message}`)
-    const onFailed = (r: { url(): string; failure(): { errorText: string } | null }) =>
-      problems.push(`request failed: ${r.url()} ${r.failure()?.errorText}`)
+    // ERR_ABORTED is the browser cancelling a prefetch when the test moves on to the next page.
+    const onFailed = (r: { url(): string; failure(): { errorText: string } | null }) => {
+      if (r.failure()?.errorText !== 'net::ERR_ABORTED') problems.push(`request failed: ${r.url()} ${r.failure()?.errorText}`)
+    }
+    const onResponse = (r: { url(): string; status(): number }) => {
+      if (r.status() >= 400) problems.push(`${r.status()} for ${r.url()}`)
+    }
     page.on('console', onConsole)
     page.on('pageerror', onError)
     page.on('requestfailed', onFailed)
@@ -101,12 +117,10 @@ describeWith(['chromium'], 'apt-get install chromium; .ci/run does')('the built 
       const response = await page.goto(`${origin}${path}`, { waitUntil: 'networkidle' })
       if (response?.status() !== 200) problems.push(`status ${response?.status()}`)
       const broken = await page.$$eval('img', (imgs) =>
-        imgs
-          .filter((i) => !(i as HTMLImageElement).complete || (i as HTMLImageElement).naturalWidth === 0)
-          .map((i) => (i as HTMLImageElement).src),
+        (imgs as unknown as ImageLike[]).filter((i) => !i.complete || i.naturalWidth === 0).map((i) => i.src),
       )
       for (const src of broken) problems.push(`image does not load: ${src}`)
-      const links = await page.$$eval('a[href]', (as) => as.map((a) => (a as HTMLAnchorElement).href))
+      const links = await page.$$eval('a[href]', (as) => (as as unknown as LinkLike[]).map((a) => a.href))
       return { problems, links: links.filter((l) => l.startsWith(origin)).map((l) => l.slice(origin.length)) }
     } finally {
       page.off('console', onConsole)
@@ -154,7 +168,7 @@ describeWith(['chromium'], 'apt-get install chromium; .ci/run does')('the built 
     await page.fill('#localsearch-input', 'blockDuration')
     const results = page.locator('#localsearch-list li a')
     await results.first().waitFor({ timeout: 10_000 })
-    const hrefs = await results.evaluateAll((as) => as.map((a) => (a as HTMLAnchorElement).getAttribute('href')))
+    const hrefs = await results.evaluateAll((as) => (as as unknown as LinkLike[]).map((a) => a.getAttribute('href')))
     expect(hrefs).toEqual(expect.arrayContaining([expect.stringMatching(/^\/reference\/options\.html#/)]))
 
     await page.goto(`${origin}/guides/redis.html`, { waitUntil: 'networkidle' })
