@@ -10,7 +10,7 @@ import type { StoreCall } from './types'
  * label: `tg:{203.0.113.7}:1s:1763729100`.
  */
 
-/** Key of the shared bucket for requests whose client IP cannot be resolved (see README, "Keys"). */
+/** Key of the shared bucket for requests whose client IP cannot be resolved (see docs/guides/proxies.md). */
 export const UNKNOWN_CLIENT_KEY = 'unknown-ip'
 /** Longer client keys are replaced by a hash, so a key function cannot blow up store keys. */
 export const MAX_KEY_LENGTH = 200
