@@ -56,9 +56,9 @@ export default defineConfig({
           { text: 'Login brute force', link: '/recipes/login-brute-force' },
           { text: 'API plan tiers', link: '/recipes/api-plan-tiers' },
           { text: 'A global and a per-route limit', link: '/recipes/global-and-route' },
-          // The metered-API recipes join here as they land:
-          // { text: 'An LLM token budget', link: '/recipes/llm-token-budget' },
-          // { text: 'GraphQL query cost', link: '/recipes/graphql-cost' },
+          { text: 'An LLM token budget', link: '/recipes/llm-token-budget' },
+          { text: 'GraphQL query cost', link: '/recipes/graphql-cost' },
+          // The other metered-API recipes join here as they land:
           // { text: 'A concurrency cap', link: '/recipes/concurrency-cap' },
           // { text: 'A user within a tenant', link: '/recipes/user-within-tenant' },
           // { text: 'A job queue', link: '/recipes/job-queue' },

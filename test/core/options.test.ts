@@ -70,6 +70,7 @@ describe('options are validated once, at construction', () => {
     ['skipFailedRequests', 'yes', /"skipFailedRequests".*"yes"/],
     ['skipSuccessfulRequests', 1, /"skipSuccessfulRequests".*1 \(number\)/],
     ['requestWasSuccessful', true, /"requestWasSuccessful".*true \(boolean\)/],
+    ['actualCost', 'x-tokens', /"actualCost".*"x-tokens" \(string\)/],
     ['shadow', 'on', /"shadow".*"on" \(string\)/],
   ]
 

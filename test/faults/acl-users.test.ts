@@ -61,7 +61,9 @@ const CLIENTS: Array<[string, (server: RedisServer, user: string) => Promise<App
 ]
 
 it('asks acl_check_cmd about every command a script calls with a whole argument list, never a bare name', () => {
-  const called = new Set(Object.values(ALL).flatMap((a) => [...commandsOf(a.admitScript), ...commandsOf(a.refundScript)]))
+  const called = new Set(
+    Object.values(ALL).flatMap((a) => [...commandsOf(a.admitScript), ...commandsOf(a.refundScript), ...commandsOf(a.settleScript)]),
+  )
   expect([...called].filter((c) => CHECK_FORMS[c] === undefined)).toEqual([])
   const checks = diagnosisChecks([...called], ['tg:{c}:1'])
   expect(checks.filter((c) => c.length < 2 || c[1] !== 'tg:{c}:1')).toEqual([])
@@ -164,6 +166,27 @@ describe.each(testServers())('on $name', (matrixServer) => {
             }
           }
           expect(warnings.mock.calls).toEqual([])
+          await expectAlive()
+        } finally {
+          await app.close()
+        }
+      })
+
+      it('settles decisions down and up, on every algorithm and shape, keys keeping their TTLs', async () => {
+        const app = await connect(server, user.name)
+        try {
+          for (const algorithm of ALGORITHMS) {
+            for (const shape of ['single', 'several'] as const) {
+              const prefix = `tg:${randomUUID()}:`
+              const errors: string[] = []
+              const limiter = limiterOf(app, algorithm, shape, prefix, errors)
+              await limiter.settle(await limiter.consume('c', 2), 0) // both units back
+              await limiter.settle(await limiter.consume('d', 1), 5) // charged past the limit of 2
+              const left = [(await limiter.peek('c')).remaining, (await limiter.peek('d')).remaining]
+              expect({ algorithm, shape, errors, left }).toEqual({ algorithm, shape, errors: [], left: [2, 0] })
+              expect(await keysWithoutTtl(admin, prefix)).toEqual([])
+            }
+          }
           await expectAlive()
         } finally {
           await app.close()

@@ -19,7 +19,7 @@ export interface ResponseIO<Req, Res> {
   status(res: Res, code: number): void
   /** Sends the default refusal (the status is already set). */
   send(res: Res, rejection: Rejection): void
-  /** The Node response under `res`, for the refund hook. */
+  /** The Node response under `res`, for the completion hook (refunds, actualCost). */
   raw(res: Res): ServerResponse
   /**
    * Calls `done` once the response is over, with its status (a response cut off counts as 500), for
@@ -47,7 +47,7 @@ export type Gate<Req, Res, Extra = undefined> = (req: Req, res: Res, extra: Extr
  * The one response sequence, for every adapter:
  * 1. count once per request (`visit`), and skip what `skip` skips;
  * 2. record the decision where the framework exposes it, and set the headers for every decision so far;
- * 3. allowed: arm the refund hook when refunds are on, and go on;
+ * 3. allowed: arm the completion hook when refunds or actualCost are on, and go on;
  * 4. refused: set the status, then call the user's handler, or send the default refusal;
  *    a client on the deny list gets the deny status and body, and no quota headers.
  */

@@ -146,6 +146,16 @@ export interface Store {
   /** Deletes everything the call's client has for the call's limits (in the current window, for windows). */
   forget(call: StoreCall): MaybePromise<void>
   /**
+   * Optional, for `limiter.settle` and the `actualCost` option: moves an admitted call's count from its
+   * estimate (`call.cost`) to `actualCost`, atomically, in each limit's window of the call (`call.now`),
+   * if `now` (the settle's time) still lies in it and no later window has a count: lower gives the
+   * difference back (never below zero), higher adds it even past the limit. A store whose client may
+   * send a call twice should settle it once per `call.id`, as RedisStore does. `call.id` is the admit's
+   * own where the algorithm refunds by call id (the sliding log names its entries by it). A limiter whose store lacks it refuses `actualCost`
+   * at construction and fails `settle`; a store written before it keeps working otherwise.
+   */
+  settle?(call: StoreCall, actualCost: number, now: number): MaybePromise<void>
+  /**
    * Optional fast path of the single-limit fixed window: adds `cost` to `<key>:<window index>` and
    * returns the count after it (refused requests count too, so a client over the limit stays over it
    * for the rest of the window). Must agree with `admit` for algorithm "fixed-window": the same keys.

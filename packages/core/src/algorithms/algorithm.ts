@@ -21,6 +21,10 @@ export interface Algorithm {
   readonly admitScript: string
   /** Lua of `refund`: the same KEYS and ARGV as the admit it undoes. */
   readonly refundScript: string
+  /** Appends limit `i`'s keys of a settle, in the order its settle script takes them. */
+  settleKeys(call: StoreCall, i: number, out: string[]): void
+  /** Lua of `settle`: see "Settle" in protocol.ts. */
+  readonly settleScript: string
   /** The memory twin, created once per MemoryStore; the window algorithms share `windows`. */
   memory(windows: Windows): MemoryTwin
   /**

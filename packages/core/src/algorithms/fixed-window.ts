@@ -2,7 +2,16 @@ import { stem, windowIndex } from '../keys'
 import type { LimitSpec, StoreCall } from '../types'
 import type { Algorithm } from './algorithm'
 import { LUA_HEAD, LUA_RECORD, LUA_REPLY, type MemoryTwin, TTL_MARGIN_MS, type Verdict } from './protocol'
-import { counterRefundScript, counterUnavailable, counterWrites, countIn, type Windows, windowTwin } from './windows'
+import {
+  counterRefundScript,
+  counterSettleKeys,
+  counterSettleScript,
+  counterUnavailable,
+  counterWrites,
+  countIn,
+  type Windows,
+  windowTwin,
+} from './windows'
 
 /*
  * Fixed window: one counter per client and window, `<stem>:<window index>`, the window aligned to the
@@ -119,21 +128,25 @@ ${counterWrites(1, 1)}
 ${LUA_REPLY}`
 
 function memory(windows: Windows): MemoryTwin {
-  return windowTwin(windows, {
-    read(call, i, values) {
-      const { max, windowMs } = call.limits[i]!
-      const group = windows.current(windowMs, call.now)
-      const cur = countIn(group.counts, windows.held(group, stem(call, i)), group.index)
-      values.push(cur, cur)
-      return cur + call.cost <= max
+  return windowTwin(
+    windows,
+    {
+      read(call, i, values) {
+        const { max, windowMs } = call.limits[i]!
+        const group = windows.current(windowMs, call.now)
+        const cur = countIn(group.counts, windows.held(group, stem(call, i)), group.index)
+        values.push(cur, cur)
+        return cur + call.cost <= max
+      },
+      write(call, i, values) {
+        values[2 * i + 1] = windows.increment(stem(call, i), call.cost, call.limits[i]!.windowMs, call.now)
+      },
+      seed(call, i, a, b, admitted) {
+        windows.seed(stem(call, i), call.limits[i]!.windowMs, call.now, admitted ? b : a)
+      },
     },
-    write(call, i, values) {
-      values[2 * i + 1] = windows.increment(stem(call, i), call.cost, call.limits[i]!.windowMs, call.now)
-    },
-    seed(call, i, a, b, admitted) {
-      windows.seed(stem(call, i), call.limits[i]!.windowMs, call.now, admitted ? b : a)
-    },
-  })
+    false,
+  )
 }
 
 /** The one fixed-window decision, for the fast path (a = count − cost, b = count) and the script path. */
@@ -155,6 +168,8 @@ export const fixedWindow: Algorithm = {
     out.push(`${stem(call, i)}:${windowIndex(call.now, call.limits[i]!.windowMs)}`)
   },
   admitScript: FIXED_WINDOW_SCRIPT,
+  settleKeys: counterSettleKeys,
+  settleScript: counterSettleScript(1),
   refundScript: counterRefundScript(1),
   memory,
   verdict,

@@ -1,7 +1,17 @@
 import { stem } from '../keys'
 import type { LimitSpec, StoreCall } from '../types'
 import type { Algorithm } from './algorithm'
-import { LUA_HEAD, LUA_RECORD, LUA_REFUND_HEAD, LUA_REPLY, type MemoryTwin, oneKeyPerLimit, TTL_MARGIN_MS, type Verdict } from './protocol'
+import {
+  LUA_HEAD,
+  LUA_RECORD,
+  LUA_REFUND_HEAD,
+  LUA_REPLY,
+  LUA_SETTLE_HEAD,
+  type MemoryTwin,
+  oneKeyPerLimit,
+  TTL_MARGIN_MS,
+  type Verdict,
+} from './protocol'
 import type { Windows } from './windows'
 
 /*
@@ -109,6 +119,51 @@ for i = 1, n do
 end
 return ARGV[3]`
 
+/**
+ * Settle (see "Settle" in protocol.ts), within one window length of the call: lower, the TAT moves back
+ * by the difference × T, as a refund does (at or before the settle's time, the key goes); higher, it moves
+ * on by the difference × T from the stored TAT, or from where the call alone left it (its time plus
+ * its estimate × T) when that is later or the key has gone: as if the call had cost its actual cost. A TAT
+ * moved on is written with its TTL (until the bucket is full again); one still at or before the settle's
+ * time is left alone.
+ */
+const GCRA_SETTLE_SCRIPT = `${LUA_SETTLE_HEAD}
+for i = 1, n do
+  local max = tonumber(ARGV[3 * i + 1])
+  local w = tonumber(ARGV[3 * i + 2])
+  if max > 0 and settled < now + w then
+    local stored = redis.call('GET', KEYS[i])
+    local ms, rem
+    if stored then
+      local m, r = string.match(stored, '^(-?%d+):(%d+)$')
+      ms, rem = tonumber(m or stored), tonumber(r or '0')
+    end
+    if delta > 0 then
+      local sum = cost * w
+      local own, ownRem = now + math.floor(sum / max), sum % max
+      if not ms or own > ms or (own == ms and ownRem > rem) then ms, rem = own, ownRem end
+    end
+    if ms then
+      local sum = rem + delta * w
+      local carry = math.floor(sum / max)
+      ms = ms + carry
+      rem = sum - carry * max
+      if ms > settled or (ms == settled and rem > 0) then
+        if delta > 0 then
+          local ttl = ms - settled + ${TTL_MARGIN_MS}
+          if rem > 0 then ttl = ttl + 1 end
+          redis.call('SET', KEYS[i], string.format('%d:%d', ms, rem), 'PX', ttl)
+        else
+          redis.call('SET', KEYS[i], string.format('%d:%d', ms, rem), 'KEEPTTL')
+        end
+      elseif stored and delta < 0 then
+        redis.call('DEL', KEYS[i])
+      end
+    end
+  end
+end
+return ARGV[3]`
+
 function memory(windows: Windows): MemoryTwin {
   const tats = new Map<string, Tat>()
   const keyOf = (call: StoreCall, i: number) => windows.bound.keyIn(tats, stem(call, i))
@@ -148,6 +203,21 @@ function memory(windows: Windows): MemoryTwin {
       const back = addUnits(stored, -call.cost * windowMs, max)
       if (isAfter(back, call.now)) tats.set(key, back)
       else tats.delete(key)
+    },
+    settle(call, i, actual, now) {
+      const { max, windowMs } = call.limits[i]!
+      if (max <= 0 || now >= call.now + windowMs) return
+      const key = keyOf(call, i)
+      const delta = actual - call.cost
+      let tat = tats.get(key)
+      if (delta > 0) {
+        const own = addUnits({ ms: call.now, rem: 0 }, call.cost * windowMs, max)
+        if (tat === undefined || own.ms > tat.ms || (own.ms === tat.ms && own.rem > tat.rem)) tat = own
+      }
+      if (tat === undefined) return
+      const moved = addUnits(tat, delta * windowMs, max)
+      if (isAfter(moved, now)) tats.set(key, moved)
+      else if (delta < 0) tats.delete(key)
     },
     forget: (call, i) => void tats.delete(stem(call, i)),
     prune(now) {
@@ -195,6 +265,8 @@ export const gcra: Algorithm = {
   keys: oneKeyPerLimit('gcra'),
   admitScript: GCRA_SCRIPT,
   refundScript: GCRA_REFUND_SCRIPT,
+  settleKeys: oneKeyPerLimit('gcra'),
+  settleScript: GCRA_SETTLE_SCRIPT,
   memory,
   verdict,
   unavailable(limit, now, allow, values) {

@@ -22,6 +22,13 @@ export function keysOf(algorithm: Algorithm, call: StoreCall): string[] {
   return keys
 }
 
+/** The store keys one settle touches, in the order the settle scripts take them. */
+export function settleKeysOf(algorithm: Algorithm, call: StoreCall): string[] {
+  const keys: string[] = []
+  for (let i = 0; i < call.limits.length; i++) algorithm.settleKeys(call, i, keys)
+  return keys
+}
+
 export type { Algorithm } from './algorithm'
 export type { MemoryTwin, Verdict } from './protocol'
 export { argsOf, CALL_RECORD_TTL_MS, callRecordKey, TTL_MARGIN_MS } from './protocol'

@@ -49,6 +49,12 @@ export interface MemoryTwin {
    */
   seed(call: StoreCall, i: number, a: number, b: number, admitted: boolean): void
   refund(call: StoreCall, i: number): void
+  /**
+   * Moves limit `i`'s count of the admitted `call` from `call.cost` to `actual`, in the call's own
+   * window, if that window has not ended by `now` (the settle's time) and the twin has counted no later
+   * one (see "Settle" below).
+   */
+  settle(call: StoreCall, i: number, actual: number, now: number): void
   forget(call: StoreCall, i: number): void
   /** Drops what has expired by `now`. */
   prune(now: number): void
@@ -83,7 +89,7 @@ export const CALL_RECORD_TTL_MS = 10_000
  * so it has the prefix (a `~tg:*` ACL user may write it) and the client's hash tag (one Cluster slot with
  * the call's other keys). A call id holds a ":", which no limit key's last part does.
  */
-export function callRecordKey(call: StoreCall, op: 'admit' | 'refund'): string {
+export function callRecordKey(call: StoreCall, op: 'admit' | 'refund' | 'settle'): string {
   return `${call.storeKey}:${op}:${call.id}`
 }
 
@@ -132,3 +138,32 @@ if not redis.call('SET', KEYS[n + 1], '1', 'PX', ${CALL_RECORD_TTL_MS}, 'NX') th
 export function oneKeyPerLimit(suffix: string): (call: StoreCall, i: number, out: string[]) => void {
   return (call, i, out) => void out.push(`${stem(call, i)}:${suffix}`)
 }
+
+/*
+ * Settle: an admitted call's count moved from its estimate (`call.cost`) to its actual cost, once the
+ * actual cost is known (after the response). The store's optional `settle(call, actual, now)`.
+ *   KEYS  = the keys of each limit as `settleKeys` appends them, then the call's settle record, last
+ *   ARGV  = the call's ARGV (argsOf: cost = the estimate, now = the call's time, id), then actual, and
+ *           the settle's own time (the limiter's clock)
+ *   Reply = the call id
+ * Each limit on its own: its count moves only if the settle's time still lies in the window of the
+ * call's time (for GCRA and the sliding log: within one window length of the call, after which the
+ * call no longer weighs), and, for the window algorithms, only if no later window of the client's has
+ * a count yet: a sliding window's previous window weighs in the next one, so a settle that arrived
+ * after another process (another clock) opened the next window would change what that window reads.
+ * Both checks run inside the script, atomically with the change. Lower, the difference is taken back
+ * (never below zero); higher, it is added even past the limit, so later calls of that window are
+ * refused. Every key written keeps or gets a TTL in the same script, and the settle record makes a
+ * settle sent twice count once.
+ */
+
+/** The first lines of a settle script: `delta` is what moves; a settle already run for this call id returns at once. */
+export const LUA_SETTLE_HEAD = `
+local cost = tonumber(ARGV[1])
+local now = tonumber(ARGV[2])
+local n = #KEYS - 1
+local actual = tonumber(ARGV[#ARGV - 1])
+local settled = tonumber(ARGV[#ARGV])
+local delta = actual - cost
+if delta == 0 or not redis.call('SET', KEYS[n + 1], '1', 'PX', ${CALL_RECORD_TTL_MS}, 'NX') then return ARGV[3] end
+`

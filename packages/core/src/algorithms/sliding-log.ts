@@ -58,6 +58,32 @@ for i = 1, #KEYS - 1 do
 end
 return ARGV[3]`
 
+/**
+ * Settle (see "Settle" in protocol.ts), within one window length of the call: lower, removes the call's
+ * last entries (`<id>:<actual + 1>` to `<id>:<estimate>`); higher, adds entries `<id>:<estimate + 1>` to
+ * `<id>:<actual>` at the call's own time, so they leave the window with the call's, the TTL re-armed
+ * first as in the admit. Entries are named by the call id, so a settle sent twice adds or removes
+ * nothing more: no record is needed (its key, the last of KEYS, stays unwritten).
+ */
+const SLIDING_LOG_SETTLE_SCRIPT = `
+local cost = tonumber(ARGV[1])
+local now = tonumber(ARGV[2])
+local actual = tonumber(ARGV[#ARGV - 1])
+local settled = tonumber(ARGV[#ARGV])
+for i = 1, #KEYS - 1 do
+  local w = tonumber(ARGV[3 * i + 2])
+  if settled < now + w then
+    if actual < cost then
+      for j = actual + 1, cost do redis.call('ZREM', KEYS[i], ARGV[3] .. ':' .. j) end
+    elseif actual > cost then
+      local fresh = redis.call('PEXPIRE', KEYS[i], w + ${TTL_MARGIN_MS}) == 0
+      for j = cost + 1, actual do redis.call('ZADD', KEYS[i], now, ARGV[3] .. ':' .. j) end
+      if fresh then redis.call('PEXPIRE', KEYS[i], w + ${TTL_MARGIN_MS}) end
+    end
+  end
+end
+return ARGV[3]`
+
 interface Log {
   windowMs: number
   /** Admission times, ascending, one per unit. */
@@ -93,14 +119,7 @@ function memory(windows: Windows): MemoryTwin {
       return c + call.cost <= max
     },
     write(call, i) {
-      const log = logOf(call, i)
-      for (let j = 1; j <= call.cost; j++) {
-        // Keep times ascending even if the clock steps back.
-        let at = log.times.length
-        while (at > 0 && log.times[at - 1]! > call.now) at--
-        log.times.splice(at, 0, call.now)
-        log.members.splice(at, 0, `${call.id}:${j}`)
-      }
+      add(logOf(call, i), call, 1, call.cost, false)
     },
     seed(call, i, a, _b, admitted) {
       // The store's entries cannot be copied, only counted: the missing ones are added at `now`, so
@@ -112,15 +131,12 @@ function memory(windows: Windows): MemoryTwin {
       }
     },
     refund(call, i) {
-      const log = logs.get(keyOf(call, i))
-      if (log === undefined) return
-      for (let j = 1; j <= call.cost; j++) {
-        const at = log.members.indexOf(`${call.id}:${j}`)
-        if (at !== -1) {
-          log.times.splice(at, 1)
-          log.members.splice(at, 1)
-        }
-      }
+      remove(logs.get(keyOf(call, i)), call, 1, call.cost)
+    },
+    settle(call, i, actual, now) {
+      if (now >= call.now + call.limits[i]!.windowMs) return
+      if (actual > call.cost) add(logOf(call, i), call, call.cost + 1, actual, true)
+      else remove(logs.get(keyOf(call, i)), call, actual + 1, call.cost)
     },
     forget: (call, i) => void logs.delete(stem(call, i)),
     prune(now) {
@@ -131,6 +147,34 @@ function memory(windows: Windows): MemoryTwin {
     get size() {
       return logs.size
     },
+  }
+}
+
+/**
+ * Adds the call's entries `<id>:<from>` to `<id>:<to>` at the call's time. `once`: skip those the log
+ * holds already, as a sorted set holds a member once (a settle's; an admit's entries are new).
+ */
+function add(log: Log, call: StoreCall, from: number, to: number, once: boolean): void {
+  for (let j = from; j <= to; j++) {
+    const member = `${call.id}:${j}`
+    if (once && log.members.includes(member)) continue
+    // Keep times ascending even if the clock steps back.
+    let at = log.times.length
+    while (at > 0 && log.times[at - 1]! > call.now) at--
+    log.times.splice(at, 0, call.now)
+    log.members.splice(at, 0, member)
+  }
+}
+
+/** Removes the call's entries `<id>:<from>` to `<id>:<to>`, those still there. */
+function remove(log: Log | undefined, call: StoreCall, from: number, to: number): void {
+  if (log === undefined) return
+  for (let j = from; j <= to; j++) {
+    const at = log.members.indexOf(`${call.id}:${j}`)
+    if (at !== -1) {
+      log.times.splice(at, 1)
+      log.members.splice(at, 1)
+    }
   }
 }
 
@@ -150,6 +194,8 @@ export const slidingLog: Algorithm = {
   keys: oneKeyPerLimit('log'),
   admitScript: SLIDING_LOG_SCRIPT,
   refundScript: SLIDING_LOG_REFUND_SCRIPT,
+  settleKeys: oneKeyPerLimit('log'),
+  settleScript: SLIDING_LOG_SETTLE_SCRIPT,
   memory,
   verdict,
   unavailable(limit, now, allow, values) {

@@ -2,7 +2,16 @@ import { stem, windowIndex } from '../keys'
 import type { LimitSpec, StoreCall } from '../types'
 import type { Algorithm } from './algorithm'
 import { LUA_HEAD, LUA_RECORD, LUA_REPLY, type MemoryTwin, type Verdict } from './protocol'
-import { counterRefundScript, counterUnavailable, counterWrites, countIn, type Windows, windowTwin } from './windows'
+import {
+  counterRefundScript,
+  counterSettleKeys,
+  counterSettleScript,
+  counterUnavailable,
+  counterWrites,
+  countIn,
+  type Windows,
+  windowTwin,
+} from './windows'
 
 /*
  * Sliding-window counter (Cloudflare's estimate): the previous window's count weighted by how much of
@@ -29,24 +38,28 @@ ${counterWrites(2, 2)}
 ${LUA_REPLY}`
 
 function memory(windows: Windows): MemoryTwin {
-  return windowTwin(windows, {
-    read(call, i, values) {
-      const { max, windowMs: w } = call.limits[i]!
-      const group = windows.current(w, call.now, true)
-      const key = windows.held(group, stem(call, i))
-      const cur = countIn(group.counts, key, group.index)
-      const prev = countIn(group.previous, key, group.index - 1)
-      const e = call.now - windowIndex(call.now, w) * w
-      values.push(prev, cur)
-      return prev * (w - e) + (cur + call.cost) * w <= max * w
+  return windowTwin(
+    windows,
+    {
+      read(call, i, values) {
+        const { max, windowMs: w } = call.limits[i]!
+        const group = windows.current(w, call.now, true)
+        const key = windows.held(group, stem(call, i))
+        const cur = countIn(group.counts, key, group.index)
+        const prev = countIn(group.previous, key, group.index - 1)
+        const e = call.now - windowIndex(call.now, w) * w
+        values.push(prev, cur)
+        return prev * (w - e) + (cur + call.cost) * w <= max * w
+      },
+      write(call, i) {
+        windows.increment(stem(call, i), call.cost, call.limits[i]!.windowMs, call.now)
+      },
+      seed(call, i, prev, cur, admitted) {
+        windows.seed(stem(call, i), call.limits[i]!.windowMs, call.now, admitted ? cur + call.cost : cur, prev)
+      },
     },
-    write(call, i) {
-      windows.increment(stem(call, i), call.cost, call.limits[i]!.windowMs, call.now)
-    },
-    seed(call, i, prev, cur, admitted) {
-      windows.seed(stem(call, i), call.limits[i]!.windowMs, call.now, admitted ? cur + call.cost : cur, prev)
-    },
-  })
+    true,
+  )
 }
 
 function verdict(out: Verdict, limit: LimitSpec, prev: number, b: number, cost: number, now: number, admitted: boolean): void {
@@ -83,6 +96,8 @@ export const slidingWindow: Algorithm = {
     out.push(`${s}:${w}`, `${s}:${w - 1}`)
   },
   admitScript: SLIDING_WINDOW_SCRIPT,
+  settleKeys: counterSettleKeys,
+  settleScript: counterSettleScript(2),
   refundScript: counterRefundScript(2),
   memory,
   verdict,

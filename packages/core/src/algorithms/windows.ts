@@ -1,7 +1,7 @@
 import { stem, windowIndex } from '../keys'
-import type { LimitSpec } from '../types'
+import type { LimitSpec, StoreCall } from '../types'
 import type { MemoryBound } from './memory-bound'
-import { LUA_REFUND_HEAD, type MemoryTwin, TTL_MARGIN_MS } from './protocol'
+import { LUA_REFUND_HEAD, LUA_SETTLE_HEAD, type MemoryTwin, TTL_MARGIN_MS } from './protocol'
 
 /**
  * One client's count `n` in window `w`. The maps hold these rather than numbers, so counting a client
@@ -127,6 +127,23 @@ export class Windows {
   }
 
   /**
+   * Moves `key`'s count in the window containing `now` (an admitted call's) by `delta`, up even past a
+   * limit, down never below zero, if `settled` (the settle's time) lies in that window and this store
+   * has counted no later window of that length: a later window reads a sliding window's previous one,
+   * which must then stay as it was read.
+   */
+  settle(key: string, delta: number, windowMs: number, now: number, settled: number, sliding: boolean): void {
+    const index = windowIndex(now, windowMs)
+    if (windowIndex(settled, windowMs) !== index) return
+    const group = this.groups.get(windowMs)
+    if (group !== undefined && group.index > index) return
+    if (delta > 0) {
+      this.current(windowMs, now, sliding)
+      this.increment(key, delta, windowMs, now)
+    } else this.decrement(key, -delta, windowMs, now)
+  }
+
+  /**
    * Raises `key`'s count in the window containing `now` to `count` (and, for a sliding window, the
    * previous window's to `previous`), never lowering either: another store's count carried over.
    */
@@ -230,15 +247,47 @@ return ARGV[3]`
 }
 
 /**
- * The memory twin of a window algorithm: its own read and write over the shared windows; refund and
- * forget are the same for both (the current window's counter of each limit).
+ * Settle of the window algorithms in Lua (see "Settle" in protocol.ts): KEYS per limit are the call's
+ * window's key and the next window's. The difference goes onto the call's window's key (down never below
+ * zero, with DECRBY, which keeps the TTL; up with the key created with its TTL first, as counterWrites
+ * does, then INCRBY), when the settle's time is in that window and the next window's key holds nothing.
  */
-export function windowTwin(windows: Windows, own: Pick<MemoryTwin, 'read' | 'write' | 'seed'>): MemoryTwin {
+export function counterSettleScript(windowsAhead: number): string {
+  return `${LUA_SETTLE_HEAD}
+for i = 1, n / 2 do
+  local w = tonumber(ARGV[3 * i + 2])
+  local key = KEYS[2 * i - 1]
+  if math.floor(settled / w) == math.floor(now / w) and not redis.call('GET', KEYS[2 * i]) then
+    if delta > 0 then
+      redis.call('SET', key, '0', 'PX', (math.floor(now / w) + ${windowsAhead}) * w - settled + ${TTL_MARGIN_MS}, 'NX')
+      redis.call('INCRBY', key, delta)
+    else
+      local c = tonumber(redis.call('GET', key))
+      if c and c > 0 then redis.call('DECRBY', key, math.min(c, -delta)) end
+    end
+  end
+end
+return ARGV[3]`
+}
+
+/** Settle keys of a window algorithm: the call's window's key and the next window's, per limit. */
+export function counterSettleKeys(call: StoreCall, i: number, out: string[]): void {
+  const s = stem(call, i)
+  const w = windowIndex(call.now, call.limits[i]!.windowMs)
+  out.push(`${s}:${w}`, `${s}:${w + 1}`)
+}
+
+/**
+ * The memory twin of a window algorithm: its own read and write over the shared windows; refund,
+ * settle and forget are the same for both (the current window's counter of each limit).
+ */
+export function windowTwin(windows: Windows, own: Pick<MemoryTwin, 'read' | 'write' | 'seed'>, sliding: boolean): MemoryTwin {
   return {
     read: own.read,
     write: own.write,
     seed: own.seed,
     refund: (call, i) => windows.decrement(stem(call, i), call.cost, call.limits[i]!.windowMs, call.now),
+    settle: (call, i, actual, now) => windows.settle(stem(call, i), actual - call.cost, call.limits[i]!.windowMs, call.now, now, sliding),
     forget: (call, i) => windows.delete(stem(call, i), call.limits[i]!.windowMs),
     prune() {}, // the store prunes the shared windows
     size: 0, // counted by the store, with the shared windows

@@ -40,7 +40,10 @@ export class CallParts {
    */
   rebuild(decision: Decision): StoreCall | undefined {
     if (this.algorithm.refundsByCallId) return undefined
-    const limits = this.limitsFor(this.limitFor(decision.limit))
+    let limits = this.limitsFor(this.limitFor(decision.limit))
+    // A window of a `window` function: its own limit, kept built with its policy.
+    if (!limits.some((l) => l.policy === decision.policy) && this.config.window !== undefined)
+      limits = [this.windowedLimit(decision.limit, decision.policy.windowMs)]
     if (!limits.some((l) => l.policy === decision.policy)) return undefined
     return this.call(decision.key, limits, decision.cost, decision.at)
   }

@@ -184,6 +184,27 @@ export class Counting<Req> {
     }
   }
 
+  /**
+   * Moves an admitted decision of this limiter from its estimate to `actual` units, in the store that
+   * counted it and in the decision's own windows (Store.settle), once (RefundLedger). The settle's time
+   * is now: a decision whose window has ended is left as it was.
+   */
+  async settle(decision: Decision, actual: number): Promise<void> {
+    if (!decision.allowed || decision.shadowed || (decision.source !== 'store' && decision.source !== 'fallback')) return
+    const call = this.ledger.settle(decision, actual)
+    if (call === undefined || call.cost === actual) return
+    // Lower, the count may fall back under the limit: the cached "over" verdict no longer holds.
+    if (actual < call.cost) this.over.forget(decision.key)
+    const now = this.config.clock()
+    try {
+      await (decision.source === 'fallback'
+        ? this.resilience.fallback.settle(call, actual, now)
+        : this.telemetry.timed('settle', call.storeKey, () => this.config.store.settle!(call, actual, now)))
+    } catch (error) {
+      this.emit('storeError', error)
+    }
+  }
+
   /** Counts in `store`: the fast path's increment, or one atomic admit for every limit. */
   private countIn(
     store: Store,

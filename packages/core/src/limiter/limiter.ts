@@ -1,6 +1,8 @@
 import { EventEmitter } from 'node:events'
 import type { ServerResponse } from 'node:http'
 import { ALGORITHMS } from '../algorithms'
+import { describeValue, TollgateError } from '../errors'
+import { isCount } from '../options/checks'
 import type { LimiterOptions } from '../options/limiter-options'
 import { type Config, parseOptions } from '../options/parse-options'
 import { MemoryStore } from '../stores/memory-store'
@@ -45,6 +47,7 @@ export class Limiter<Req = unknown> extends EventEmitter {
       this.config,
       (name, error) => this.inputs.requestError(name, error),
       (decision) => this.refund(decision),
+      (decision, actualCost) => this.settle(decision, actualCost),
     )
     warnOnSharedPrefix(this.config)
   }
@@ -98,7 +101,39 @@ export class Limiter<Req = unknown> extends EventEmitter {
     return this.counting.refund(decision)
   }
 
-  /** True when adapters must report each response's outcome (the skip*Requests options). */
+  /**
+   * Settles an admitted decision to the units it really used, once they are known (the `actualCost`
+   * option does this after each response): its count moves from its estimate (`decision.cost`) to
+   * `actualCost` in the decision's own windows only. Lower gives the difference back, never below zero;
+   * higher charges the rest even past the limit, so later requests of that window are refused. A
+   * decision settles once: a second settle changes nothing, and a refund after a settle gives back
+   * what was finally charged. Changes nothing once the decision's window has ended (per limit, with
+   * `limits`), nor for a decision that counted nothing (refused, from the over-limit cache, the
+   * `allow`/`deny` failure policies, shadowed) or of another limiter. Rejects with a TollgateError
+   * when `actualCost` is not a whole number ≥ 0 or the store has no `settle()`; a store failure is a
+   * `storeError` event, as for `refund`.
+   */
+  settle(decision: Decision, actualCost: number): Promise<void> {
+    if (typeof this.config.store.settle !== 'function') {
+      return Promise.reject(
+        new TollgateError(
+          'limiter.settle: the store has no settle(), so a decision cannot be settled to its actual cost; use a store with settle() (MemoryStore and RedisStore have it)',
+          'TG_INVALID_OPTION',
+        ),
+      )
+    }
+    if (!isCount(actualCost)) {
+      return Promise.reject(
+        new TollgateError(
+          `limiter.settle: expected actualCost as a whole number ≥ 0, got ${describeValue(actualCost)}`,
+          'TG_INVALID_REQUEST_VALUE',
+        ),
+      )
+    }
+    return this.counting.settle(decision, actualCost)
+  }
+
+  /** True when adapters must report each response's outcome (the skip*Requests options, `actualCost`). */
   get wantsCompletion(): boolean {
     return this.response.wantsCompletion
   }
@@ -118,14 +153,15 @@ export class Limiter<Req = unknown> extends EventEmitter {
     return this.response.denial(req, decision)
   }
 
-  /** Arms the refund hook: once `raw` closes, its outcome decides whether the request counts. */
+  /** Arms the completion hook: once `raw` closes, its outcome decides whether the request counts, and what it cost (`actualCost`). */
   afterResponse(req: Req, res: unknown, raw: ServerResponse, decision: Decision): void {
     this.response.afterResponse(req, res, raw, decision)
   }
 
   /**
-   * Reports a response's outcome for `skipFailedRequests`/`skipSuccessfulRequests`: refunds the request
-   * when its outcome says it should not count. Never throws.
+   * Reports a response's outcome for `skipFailedRequests`/`skipSuccessfulRequests` and `actualCost`:
+   * refunds the request when its outcome says it should not count, and otherwise settles it to its
+   * actual cost. Never throws.
    */
   complete(req: Req, res: unknown, decision: Decision, statusCode: number): void {
     this.response.complete(req, res, decision, statusCode)

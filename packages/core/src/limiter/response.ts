@@ -1,7 +1,9 @@
 import type { ServerResponse } from 'node:http'
 import { STATUS_CODES } from 'node:http'
 import { describeDuration } from '../duration'
+import { describeValue } from '../errors'
 import { rateLimitHeaders } from '../headers'
+import { isCount } from '../options/checks'
 import type { LimiterOptions } from '../options/limiter-options'
 import type { Config } from '../options/parse-options'
 import { type Decision, isThenable, type MaybePromise, type Policy } from '../types'
@@ -25,6 +27,7 @@ const NO_FIELDS: Readonly<Record<string, string>> = Object.freeze({})
 const refusalDetail = (d: Decision): string =>
   `Too many requests: the limit is ${d.limit} per ${describeDuration(d.policy.windowMs)}. Retry after the number of seconds in the Retry-After header.`
 const denialDetail = (): string => 'This client may not make requests here.'
+const describeFailure = (e: unknown): string => (e instanceof Error ? e.message : describeValue(e))
 
 /**
  * What a decision looks like on the wire: the header record, the refusal (status, content type,
@@ -38,19 +41,23 @@ export class ResponseParts<Req> {
   /** Allowed responses carry no fields: their record is NO_FIELDS, built by nothing. */
   private readonly quietAllowed: boolean
 
+  /** The `actualCost` option's failures are logged once. */
+  private actualCostWarned = false
+
   constructor(
     private readonly config: Config<Req>,
     private readonly onError: (name: string, error: unknown) => void,
     private readonly refund: (decision: Decision) => Promise<void>,
+    private readonly settle: (decision: Decision, actualCost: number) => Promise<void>,
   ) {
     const draft8 = config.headers === 'draft-8' && !config.legacyHeaders && config.headersOn !== 'refused'
     this.records = new HeaderRecords(draft8, config.legacyHeaders, (decisions) => this.build(decisions))
     this.quietAllowed = (config.headers === false && !config.legacyHeaders) || config.headersOn === 'refused'
   }
 
-  /** True when the response's outcome matters (the skip*Requests options). */
+  /** True when the response's outcome matters (the skip*Requests options, `actualCost`). */
   get wantsCompletion(): boolean {
-    return this.config.skipFailedRequests || this.config.skipSuccessfulRequests
+    return this.config.skipFailedRequests || this.config.skipSuccessfulRequests || this.config.actualCost !== undefined
   }
 
   /**
@@ -123,12 +130,20 @@ export class ResponseParts<Req> {
     raw.once('close', () => this.complete(req, res, decision, raw.writableFinished ? raw.statusCode : 500))
   }
 
-  /** Refunds the request when its outcome says it should not count. Never throws. */
+  /**
+   * Refunds the request when its outcome says it should not count, and otherwise settles it to its
+   * actual cost (`actualCost`). Never throws.
+   */
   complete(req: Req, res: unknown, decision: Decision, statusCode: number): void {
     const c = this.config
     if (!this.wantsCompletion || !decision.allowed) return
+    if (!c.skipFailedRequests && !c.skipSuccessfulRequests) {
+      this.settleActual(req, res, decision)
+      return
+    }
     const settle = (succeeded: boolean) => {
       if (succeeded ? c.skipSuccessfulRequests : c.skipFailedRequests) void this.refund(decision)
+      else if (c.actualCost !== undefined) this.settleActual(req, res, decision)
     }
     try {
       const verdict = c.requestWasSuccessful === undefined ? statusCode < 400 : c.requestWasSuccessful(req, res)
@@ -141,6 +156,41 @@ export class ResponseParts<Req> {
     } catch (error) {
       this.onError('requestWasSuccessful', error)
     }
+  }
+
+  /** Settles the decision to what `actualCost` returns; a failure or a bad value leaves it at its estimate, logged once. */
+  private settleActual(req: Req, res: unknown, decision: Decision): void {
+    const actualCost = this.config.actualCost
+    if (actualCost === undefined) return
+    try {
+      const value = actualCost(req, res)
+      if (isThenable(value))
+        value.then(
+          (v) => this.settleTo(decision, v),
+          (e) => this.actualCostFailed(`rejected with ${describeFailure(e)}`, e),
+        )
+      else this.settleTo(decision, value)
+    } catch (error) {
+      this.actualCostFailed(`threw ${describeFailure(error)}`, error)
+    }
+  }
+
+  private settleTo(decision: Decision, value: unknown): void {
+    if (!isCount(value)) {
+      this.actualCostFailed(`returned ${describeValue(value)}, expected a whole number ≥ 0`)
+      return
+    }
+    // Store failures are reported as storeError events by the limiter; nothing else can reject.
+    this.settle(decision, value).catch((e) => this.actualCostFailed(`could not settle: ${describeFailure(e)}`, e))
+  }
+
+  private actualCostFailed(problem: string, cause?: unknown): void {
+    if (this.actualCostWarned) return
+    this.actualCostWarned = true
+    this.config.logger.error(
+      `Tollgate: option "actualCost" ${problem}; such requests keep their estimated cost [TG_INVALID_REQUEST_VALUE]`,
+      cause,
+    )
   }
 
   private render(body: string | Record<string, unknown>, status: number, problem = false): Rejection {

@@ -14,7 +14,7 @@ import {
 } from '../types'
 
 /** The store calls timed in `tollgate.store.duration`, as its `tollgate.operation` attribute names them. */
-export type StoreOperation = 'increment' | 'admit' | 'refund' | 'forget' | 'block' | 'blocked_until' | 'unblock'
+export type StoreOperation = 'increment' | 'admit' | 'refund' | 'settle' | 'forget' | 'block' | 'blocked_until' | 'unblock'
 
 type StoreOutcome = 'ok' | 'error' | 'timeout'
 

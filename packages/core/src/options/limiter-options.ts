@@ -150,6 +150,17 @@ export interface LimiterOptions<Req = unknown> {
   // biome-ignore lint/suspicious/noExplicitAny: the response type is the adapter's (Express res, Fastify reply, Koa ctx)
   requestWasSuccessful?: (req: Req, res: any) => MaybePromise<boolean>
   /**
+   * The units a request really used, known once its response has ended (the tokens of an LLM reply, a
+   * GraphQL query's actual complexity), e.g. read from a response header or `res.locals`. Receives the
+   * framework's request and response (Express `req, res`; Fastify `request, reply`; Koa: `ctx`, twice).
+   * The request is admitted with its `cost` as an estimate, then settled to this in its own window
+   * (`limiter.settle`): the difference is given back, or charged even past the limit. A function that
+   * throws, rejects or returns anything but a whole number ≥ 0 is logged once, and the request keeps its
+   * estimate. Needs a store with `settle()` (MemoryStore and RedisStore have it).
+   */
+  // biome-ignore lint/suspicious/noExplicitAny: the response type is the adapter's (Express res, Fastify reply, Koa ctx)
+  actualCost?: (req: Req, res: any) => MaybePromise<number>
+  /**
    * Lockout: once a client goes over its limit, refuse it for this long from that first refusal,
    * whatever the window (`Retry-After` and the `RateLimit` reset show the block's end). For the
    * login case: `{ max: 5, window: '1m', blockDuration: '15m', skipSuccessfulRequests: true }`.

@@ -1,7 +1,7 @@
 import { ALGORITHM_NAMES, ALGORITHMS } from '../algorithms'
 import { ClientList } from '../client-lists'
 import { type Duration, parseDuration } from '../duration'
-import { invalidOption, rejectUnknown } from '../errors'
+import { invalidOption, rejectUnknown, TollgateError } from '../errors'
 import { isPrefix } from '../keys'
 import type { AlgorithmName, HeaderStyle, LimitSpec, Logger, MaybePromise, MeterProviderLike, Store, StoreErrorPolicy } from '../types'
 import { checkPolicyName, countOrFunction, isPlainObject, optionalFunction } from './checks'
@@ -44,6 +44,8 @@ export interface Config<Req> {
   readonly skipFailedRequests: boolean
   readonly skipSuccessfulRequests: boolean
   readonly requestWasSuccessful: LimiterOptions<Req>['requestWasSuccessful']
+  /** Set when requests are settled to their actual cost after the response. */
+  readonly actualCost: LimiterOptions<Req>['actualCost']
   readonly shadow: boolean
   /** 0 when there is no lockout. */
   readonly blockMs: number
@@ -80,6 +82,7 @@ const OPTION_KEYS = {
   skipFailedRequests: true,
   skipSuccessfulRequests: true,
   requestWasSuccessful: true,
+  actualCost: true,
   shadow: true,
   blockDuration: true,
 } satisfies Record<keyof LimiterOptions, true>
@@ -208,7 +211,20 @@ export function parseOptions<Req>(
     if (o[flag] !== undefined && typeof o[flag] !== 'boolean') throw invalidOption(flag, 'true or false', o[flag])
   }
 
+  const actualCost = optionalFunction<LimiterOptions<Req>['actualCost']>(
+    'actualCost',
+    o.actualCost,
+    'a function of the request and response returning the units the request really used',
+  )
+  if (actualCost !== undefined && typeof (store as Partial<Store>).settle !== 'function') {
+    throw new TollgateError(
+      'Invalid option "actualCost": the store has no settle(), so a request cannot be settled to its actual cost; use a store with settle() (MemoryStore and RedisStore have it), or leave actualCost out',
+      'TG_INVALID_OPTION',
+    )
+  }
+
   return Object.freeze({
+    actualCost,
     algorithm: algorithm as AlgorithmName,
     limits,
     burst: burst as number | undefined,

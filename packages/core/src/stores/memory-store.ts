@@ -154,6 +154,13 @@ export class MemoryStore implements Store {
     for (let i = 0; i < call.limits.length; i++) twin.refund(call, i)
   }
 
+  /** Moves an admitted call's count from its estimate to `actualCost`, in its own windows only (Store.settle). */
+  settle(call: StoreCall, actualCost: number, now: number): void {
+    if (actualCost === call.cost) return
+    const twin = this.twin(call.algorithm)
+    for (let i = 0; i < call.limits.length; i++) twin.settle(call, i, actualCost, now)
+  }
+
   /** Forgets everything a call's client has in this store for the call's limits. */
   forget(call: StoreCall): void {
     const twin = this.twin(call.algorithm)

@@ -1,8 +1,18 @@
 import assert from 'node:assert/strict'
-import { type ContractRedis, type ContractRunner, type ContractStore, keysWithoutTtl, MINUTE, SECOND } from './contract-support'
-import { countOf, resetCount } from './store-calls'
+import type { AlgorithmName, LimitSpec, Store, StoreCall } from '../types'
+import {
+  type ContractRedis,
+  type ContractRunner,
+  type ContractStore,
+  HOUR,
+  keysUnder,
+  keysWithoutTtl,
+  MINUTE,
+  SECOND,
+} from './contract-support'
+import { countOf, limitSpec, resetCount, storeCall } from './store-calls'
 
-/* The contract of a Store's optional members: the fixed window's `increment` fast path and the `blockDuration` blocks. */
+/* The contract of a Store's optional members: the fixed window's `increment` fast path, the `blockDuration` blocks and `settle`. */
 
 /** The block members: a block holds until its end (with a TTL to match), and `unblock` ends it, and only it. */
 export function blockContract(it: ContractRunner['it'], make: () => ContractStore, redis?: () => ContractRedis) {
@@ -91,4 +101,133 @@ export function incrementContract({ describe, it }: ContractRunner, make: () => 
       }
     })
   })
+}
+
+/**
+ * The optional `settle`, for one algorithm: an admitted call's count moves from its estimate to its
+ * actual cost in the call's own windows, down never below zero, up even past the limit, and not at all
+ * once the call's window has ended. `settle` undefined: the cases run when the store has `settle()`.
+ */
+export function settleContract(
+  it: ContractRunner['it'],
+  algorithm: AlgorithmName,
+  make: () => ContractStore,
+  settle: boolean | undefined,
+  redis?: () => ContractRedis,
+) {
+  const five = limitSpec(5, MINUTE, 5, '1m')
+  const short = limitSpec(3, 10 * SECOND, 3, '10s')
+  const long = limitSpec(5, HOUR, 5, '1h')
+  const call = (storeKey: string, limits: LimitSpec[], cost: number, now: number) => storeCall(algorithm, storeKey, limits, cost, now)
+  /** A fresh store with `settle`, or undefined when it has none and none was promised. */
+  const made = (): ContractStore | undefined => {
+    const m = make()
+    if (settle === undefined && typeof m.store.settle !== 'function') return undefined
+    assert.equal(typeof m.store.settle, 'function', 'the store has settle()')
+    return m
+  }
+  /** Admits calls of cost 1 one after another until one is refused: the number admitted. */
+  async function room(store: Store, storeKey: string, limits: LimitSpec[], now: number): Promise<number> {
+    for (let n = 0; n < 100; n++) if (!(await store.admit(call(storeKey, limits, 1, now))).allowed) return n
+    throw new assert.AssertionError({ message: '100 calls admitted in a row' })
+  }
+  const admitted = async (store: Store, c: StoreCall) => assert.equal((await store.admit(c)).allowed, true, 'the call is admitted')
+
+  it('settles an admitted call down to its actual cost, giving the difference back in every limit', async () => {
+    const m = made()
+    if (m === undefined) return
+    const { store, prefix } = m
+    const t = nextStart(HOUR) + SECOND
+    const c = call(`${prefix}{c}`, [short, long], 3, t)
+    await admitted(store, c)
+    await store.settle!(c, 1, t)
+    assert.equal(await room(store, `${prefix}{c}`, [short, long], t), 2)
+    // The hour kept 1 + 2: 2 left once the 10 s limit is empty again (none, had the settle missed it).
+    assert.equal(await room(store, `${prefix}{c}`, [short, long], t + 20 * SECOND), 2)
+    await store.settle!(call(`${prefix}{z}`, [five], 3, t), 0, t) // a client with no count stays at zero
+    assert.equal(await room(store, `${prefix}{z}`, [five], t), 5)
+  })
+
+  it('settles an admitted call up past the limit: later calls of its window are refused', async () => {
+    const m = made()
+    if (m === undefined) return
+    const { store, prefix } = m
+    const t = nextStart(MINUTE) + SECOND
+    const c = call(`${prefix}{c}`, [five], 2, t)
+    await admitted(store, c)
+    await store.settle!(c, 9, t + SECOND)
+    assert.equal(await room(store, `${prefix}{c}`, [five], t + SECOND), 0)
+    const d = call(`${prefix}{d}`, [five], 1, t)
+    await admitted(store, d)
+    await store.settle!(d, 4, t)
+    assert.equal(await room(store, `${prefix}{d}`, [five], t), 1)
+  })
+
+  it("changes nothing once the call's window has ended", async () => {
+    const m = made()
+    if (m === undefined) return
+    const { store, prefix } = m
+    const lim = limitSpec(5, 10 * SECOND, 5, '10s')
+    const t = nextStart(10 * SECOND) + 9 * SECOND
+    const later = t + 10 * SECOND // past the window of the call (and, for GCRA and the log, a window length after it)
+    const calls: Record<string, StoreCall> = {}
+    for (const c of ['down', 'up', 'control']) {
+      calls[c] = call(`${prefix}{${c}}`, [lim], 3, t)
+      await admitted(store, calls[c]!)
+    }
+    await store.settle!(calls.down!, 0, later)
+    await store.settle!(calls.up!, 5, later)
+    const read = async (c: string, now: number) => [...(await store.admit(call(`${prefix}{${c}}`, [lim], 0, now))).values]
+    for (const now of [t, t + SECOND, later]) {
+      const control = await read('control', now)
+      assert.deepEqual([await read('down', now), await read('up', now)], [control, control], `read at call time + ${now - t} ms`)
+    }
+  })
+
+  // The previous window weighs in a sliding window's next one, which must then read it as it was.
+  if (algorithm === 'sliding-window') {
+    it('changes nothing once a later window of the client has a count, whatever the time the settle carries', async () => {
+      const m = made()
+      if (m === undefined) return
+      const { store, prefix } = m
+      const lim = limitSpec(5, 10 * SECOND, 5, '10s')
+      const t = nextStart(10 * SECOND) + 9 * SECOND
+      const next = t + 2 * SECOND // in the next window
+      for (const c of ['moved', 'control']) {
+        const first = call(`${prefix}{${c}}`, [lim], 4, t)
+        await admitted(store, first)
+        await admitted(store, call(`${prefix}{${c}}`, [lim], 1, next)) // another clock has opened the next window
+        if (c === 'moved') await store.settle!(first, 0, t + 1) // its own clock is still in the call's window
+      }
+      assert.deepEqual(
+        await room(store, `${prefix}{moved}`, [lim], next),
+        await room(store, `${prefix}{control}`, [lim], next),
+        "the next window reads the call's window as it was",
+      )
+    })
+  }
+
+  if (redis !== undefined) {
+    it('gives every key a settle writes a TTL', async () => {
+      const m = made()
+      if (m === undefined) return
+      const { store, prefix } = m
+      const t = nextStart(HOUR) + SECOND
+      const up = call(`${prefix}{up}`, [short, long], 1, t)
+      await admitted(store, up)
+      await store.settle!(up, 9, t)
+      await store.settle!(call(`${prefix}{none}`, [short, long], 1, t), 4, t) // settled up with nothing counted before
+      const down = call(`${prefix}{down}`, [five], 3, t)
+      await admitted(store, down)
+      await store.settle!(down, 0, t)
+      const written = await keysUnder(redis(), prefix)
+      assert.ok(written.length >= 3, `at least 3 keys written under ${prefix}, found ${written.length}`)
+      assert.deepEqual(await keysWithoutTtl(redis(), prefix), [])
+    })
+  }
+}
+
+/** The start of the next window of `ms`. */
+function nextStart(ms: number): number {
+  return (Math.floor(Date.now() / ms) + 1) * ms
 }

@@ -12,7 +12,7 @@ import {
   MINUTE,
   SECOND,
 } from './contract-support'
-import { blockContract, incrementContract } from './optional-contracts'
+import { blockContract, incrementContract, settleContract } from './optional-contracts'
 import { limitSpec, storeCall } from './store-calls'
 
 export type { ContractRedis, ContractRunner, ContractStore }
@@ -32,6 +32,12 @@ export interface StoreContractOptions {
   increment?: boolean
   /** The store keeps `blockDuration` blocks: `blockedUntil`, `block` and `unblock`. @default true */
   blocks?: boolean
+  /**
+   * The store settles calls to their actual cost (`settle`). `false` skips those cases; unset, they
+   * run when the store has `settle()`, so a store written before it passes without it.
+   * @default true when the store has settle()
+   */
+  settle?: boolean
   /** Compare a sequence of answers with a MemoryStore's (off for the MemoryStore itself). @default true */
   sameAsMemory?: boolean
   /**
@@ -102,6 +108,7 @@ export function storeContract(name: string, make: () => ContractStore, options: 
 }
 
 function algorithmContract(it: ContractRunner['it'], algorithm: AlgorithmName, make: () => ContractStore, options: StoreContractOptions) {
+  if (options.settle !== false) settleContract(it, algorithm, make, options.settle, options.redis)
   const one = limitSpec(5, MINUTE, 5, '1m')
   // Two limits, distinct windows and labels: 3 per 10 s and 5 per hour.
   const short = limitSpec(3, 10 * SECOND, 3, '10s')

@@ -13,9 +13,9 @@ import type { AlgorithmName } from '../../types'
  * bare `acl_check_cmd('EVAL')` reads past them and crashes the server for any user with a key pattern.
  */
 
-/** Every script the store runs: each algorithm's admit and refund. */
+/** Every script the store runs: each algorithm's admit, refund and settle. */
 export function scripts(): string[] {
-  return ALGORITHM_NAMES.flatMap((name) => [ALGORITHMS[name].admitScript, ALGORITHMS[name].refundScript])
+  return ALGORITHM_NAMES.flatMap((name) => [ALGORITHMS[name].admitScript, ALGORITHMS[name].refundScript, ALGORITHMS[name].settleScript])
 }
 
 /** The commands a script calls (every `redis.call('X'`), upper case. */
@@ -35,8 +35,8 @@ export function commandsByAlgorithm(): Map<string, AlgorithmName[]> {
     users.set(command, list)
   }
   for (const name of ALGORITHM_NAMES) {
-    const { admitScript, refundScript } = ALGORITHMS[name]
-    for (const command of commandsOf(`${admitScript}${refundScript}`)) add(command, name)
+    const { admitScript, refundScript, settleScript } = ALGORITHMS[name]
+    for (const command of commandsOf(`${admitScript}${refundScript}${settleScript}`)) add(command, name)
     for (const command of ['EVAL', 'EVALSHA', 'DEL']) add(command, name)
   }
   for (const command of ['MULTI', 'INCRBY', 'PEXPIRE', 'EXEC']) add(command, 'fixed-window')

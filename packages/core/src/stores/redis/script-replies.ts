@@ -30,7 +30,7 @@ export interface ClusterNodeLike {
 }
 
 /** A call's failure when its reply is not its own: TG_STORE_ERROR, naming what came back. */
-export function protocolError(op: 'admit' | 'refund', call: StoreCall, reply: unknown, why: string): TollgateError {
+export function protocolError(op: 'admit' | 'refund' | 'settle', call: StoreCall, reply: unknown, why: string): TollgateError {
   return new TollgateError(
     `Redis store call failed: protocol error: the reply to the ${op} of call ${JSON.stringify(call.id)} ${why} (got ${sketch(reply)}); ` +
       'the connection is reset, since its replies are out of step with its commands',

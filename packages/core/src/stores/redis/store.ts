@@ -1,4 +1,4 @@
-import { ALGORITHM_NAMES, ALGORITHMS, argsOf, callRecordKey, keysOf } from '../../algorithms'
+import { ALGORITHM_NAMES, ALGORITHMS, argsOf, callRecordKey, keysOf, settleKeysOf } from '../../algorithms'
 import type { RedisTransactionLike } from '../../algorithms/fixed-window'
 import { type Duration, parseDuration } from '../../duration'
 import { describeValue, invalidOption, rejectUnknown, TollgateError } from '../../errors'
@@ -81,8 +81,8 @@ const CLIENT_METHODS = ['multi', 'del', 'defineCommand'] as const
 
 type Script = (...args: Array<string | number>) => Promise<unknown>
 
-/** ioredis command names of an algorithm's two scripts, e.g. tollgateGcraAdmit. */
-function scriptName(algorithm: AlgorithmName, op: 'Admit' | 'Refund'): string {
+/** ioredis command names of an algorithm's scripts, e.g. tollgateGcraAdmit. */
+function scriptName(algorithm: AlgorithmName, op: 'Admit' | 'Refund' | 'Settle'): string {
   return `tollgate${algorithm.replace(/(^|-)(\w)/g, (_, __, c: string) => c.toUpperCase())}${op}`
 }
 
@@ -100,6 +100,7 @@ export class RedisStore implements Store {
   private readonly batcher: FixedWindowBatcher
   private readonly admitScripts = new Map<AlgorithmName, Script>()
   private readonly refundScripts = new Map<AlgorithmName, Script>()
+  private readonly settleScripts = new Map<AlgorithmName, Script>()
   /** When the cold start ends (see coldWait): -1 before the first call, 0 once it has ended. */
   private coldUntil = -1
   /** Connection errors and refused commands seen on the client, named in failures (client-watch.ts). */
@@ -130,9 +131,10 @@ export class RedisStore implements Store {
       this.coldStart,
     )
     for (const name of ALGORITHM_NAMES) {
-      const { admitScript, refundScript } = ALGORITHMS[name]
+      const { admitScript, refundScript, settleScript } = ALGORITHMS[name]
       this.admitScripts.set(name, this.define(scriptName(name, 'Admit'), admitScript))
       this.refundScripts.set(name, this.define(scriptName(name, 'Refund'), refundScript))
+      this.settleScripts.set(name, this.define(scriptName(name, 'Settle'), settleScript))
     }
   }
 
@@ -153,6 +155,19 @@ export class RedisStore implements Store {
     await this.run(this.refundScripts, call, 'refund', (reply) => {
       if (reply !== call.id) throw this.outOfStep('refund', call, reply, 'is not its call id')
     })
+  }
+
+  /** Moves an admitted call's count to `actualCost` (Store.settle): the algorithm's settle script, once per call id. */
+  async settle(call: StoreCall, actualCost: number, now: number): Promise<void> {
+    if (actualCost === call.cost) return
+    const keys = settleKeysOf(ALGORITHMS[call.algorithm], call)
+    keys.push(callRecordKey(call, 'settle'))
+    const script = this.settleScripts.get(call.algorithm)!
+    await this.within(() =>
+      script(keys.length, ...keys, ...argsOf(call), actualCost, now).then((reply) => {
+        if (reply !== call.id) throw this.outOfStep('settle', call, reply, 'is not its call id')
+      }),
+    )
   }
 
   async forget(call: StoreCall): Promise<void> {
@@ -189,7 +204,7 @@ export class RedisStore implements Store {
   }
 
   /** A reply that is not the call's own: the connection it came on is reset, and the call fails (script-replies.ts). */
-  private outOfStep(op: 'admit' | 'refund', call: StoreCall, reply: unknown, why: string): Error {
+  private outOfStep(op: 'admit' | 'refund' | 'settle', call: StoreCall, reply: unknown, why: string): Error {
     resetConnection(this.client, call.storeKey, this.nodeOfKey(call.storeKey))
     return protocolError(op, call, reply, why)
   }
