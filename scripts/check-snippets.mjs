@@ -76,7 +76,7 @@ function snippets(markdown) {
   return found
 }
 
-/** The Markdown pages of the docs site, node_modules and VitePress's own folder (cache, build) left out. */
+/** The Markdown pages of the docs site: node_modules, VitePress's own folder (cache, build) and generated includes left out. */
 function docsPages(dir) {
   if (!existsSync(join(root, dir))) return []
   return readdirSync(join(root, dir), { withFileTypes: true })
@@ -84,7 +84,8 @@ function docsPages(dir) {
     .flatMap((entry) => {
       const path = join(dir, entry.name)
       if (entry.isDirectory()) return entry.name.startsWith('.') || entry.name === 'node_modules' ? [] : docsPages(path)
-      return entry.name.endsWith('.md') ? [path] : []
+      // `_*.md` are generated includes (scripts/docs-performance.mjs), not pages.
+      return entry.name.endsWith('.md') && !entry.name.startsWith('_') ? [path] : []
     })
 }
 
