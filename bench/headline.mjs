@@ -1,4 +1,4 @@
-// Prints the README's headline table from a bench JSON: every framework x mode x store cell.
+// Prints the headline table of the docs' Performance page (scripts/docs-performance.mjs) from a bench JSON: every framework x mode x store cell.
 //
 //   node bench/headline.mjs [bench/RESULTS.json]
 import { readFileSync } from 'node:fs'
@@ -6,7 +6,7 @@ import { join } from 'node:path'
 
 if (['-h', '--help'].includes(process.argv[2])) {
   console.log(
-    "usage: node bench/headline.mjs [FILE.json]   the README's table (floor, Tollgate, best peer...) from a run's JSON (default bench/RESULTS.json)",
+    "usage: node bench/headline.mjs [FILE.json]   the docs' headline table (floor, Tollgate, best peer...) from a run's JSON (default bench/RESULTS.json)",
   )
   process.exit(0)
 }

@@ -1,4 +1,4 @@
-// Type-checks every ```ts block of the READMEs under strict TypeScript: a snippet a reader
+// Type-checks every ```ts block of the READMEs and of the docs site (docs/**/*.md) under strict TypeScript: a snippet a reader
 // copies must compile. Each block becomes a module of its own in .tmp/snippets/; the names snippets use
 // without declaring them (the app, a login handler...) are declared once in PRELUDE below. The packages
 // resolve to their sources, as in the root tsconfig, so no build is needed.
@@ -6,7 +6,7 @@
 // A block opened with ```ts legacy-decorators is checked as NestJS code is compiled: experimentalDecorators
 // and emitDecoratorMetadata (in .tmp/snippets/legacy/, with the same prelude and paths).
 //
-//   node scripts/check-snippets.mjs [file.md ...]   (default: README.md and packages/*/README.md)
+//   node scripts/check-snippets.mjs [file.md ...]   (default: README.md, packages/*/README.md and docs/**/*.md)
 //
 // Errors are reported at their line in the Markdown file; the exit status is 1 when there is one.
 import { spawnSync } from 'node:child_process'
@@ -76,11 +76,25 @@ function snippets(markdown) {
   return found
 }
 
+/** The Markdown pages of the docs site: node_modules, VitePress's own folder (cache, build) and generated includes left out. */
+function docsPages(dir) {
+  if (!existsSync(join(root, dir))) return []
+  return readdirSync(join(root, dir), { withFileTypes: true })
+    .sort((a, b) => a.name.localeCompare(b.name))
+    .flatMap((entry) => {
+      const path = join(dir, entry.name)
+      if (entry.isDirectory()) return entry.name.startsWith('.') || entry.name === 'node_modules' ? [] : docsPages(path)
+      // `_*.md` are generated includes (scripts/docs-performance.mjs), not pages.
+      return entry.name.endsWith('.md') && !entry.name.startsWith('_') ? [path] : []
+    })
+}
+
 const defaults = () => [
   'README.md',
   ...readdirSync(join(root, 'packages'))
     .map((p) => join('packages', p, 'README.md'))
     .filter((f) => existsSync(join(root, f))),
+  ...docsPages('docs'),
 ]
 const files = (process.argv.length > 2 ? process.argv.slice(2) : defaults()).map((f) => resolve(root, f))
 

@@ -15,7 +15,7 @@ import { startTestServer, testServers } from '../harness/servers'
 // same run shows a user lacking one command named in the log, without a crash.
 
 const ALGORITHMS: AlgorithmName[] = ['fixed-window', 'sliding-window', 'gcra', 'sliding-log', 'concurrency']
-/** README.md, "Permissions, TTLs and eviction". */
+/** README.md, "Redis", and docs/guides/redis.md, "A least-privilege user". */
 const LEAST_PRIVILEGE = ['get', 'set', 'incrby', 'pexpire', 'decrby', 'del', 'multi', 'exec', 'eval', 'evalsha']
 const SLIDING_LOG = ['zadd', 'zrem', 'zcard', 'zrange', 'zremrangebyscore']
 const USERS = [

@@ -11,7 +11,7 @@ import type { StoreCall } from './types'
  * and with `hashTag` every key of a call hashes on the tag (scopedStem).
  */
 
-/** Key of the shared bucket for requests whose client IP cannot be resolved (see README, "Keys"). */
+/** Key of the shared bucket for requests whose client IP cannot be resolved (see docs/guides/proxies.md). */
 export const UNKNOWN_CLIENT_KEY = 'unknown-ip'
 /** Longer client keys are replaced by a hash, so a key function cannot blow up store keys. */
 export const MAX_KEY_LENGTH = 200

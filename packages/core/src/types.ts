@@ -152,7 +152,7 @@ export interface StoreResult {
  * Where counts live. One protocol serves every algorithm: `admit`, `refund` and `forget` are
  * required, and a limiter checks at construction that its store has them. `increment` is an optional
  * fast path for the default single-limit fixed window (one INCRBY, batched and merged in Redis).
- * Third-party stores: see the README ("Writing a store"); @tollgate/core/testing runs the contract suite.
+ * Third-party stores: see docs/guides/writing-a-store.md; @tollgate/core/testing runs the contract suite.
  */
 export interface Store {
   /** True when counts live in this process: no deadline, no failure policy, no over-limit cache. */

@@ -20,7 +20,7 @@ type Marks = { [MARKS]?: object | object[] }
  * True the first time `limiter` meets this request. A request with no `res.locals` object (not set up
  * by Express, or replaced by something that is not an object) is marked as the other adapters mark
  * theirs. Code that replaces `res.locals` with another object between two limiters hides the earlier
- * marks from the later one, which then counts the request again: the README asks to add to
+ * marks from the later one, which then counts the request again: the Express guide asks to add to
  * `res.locals` instead, as Express's own documentation does.
  */
 export function expressVisit(req: Request, limiter: object): boolean {

@@ -127,7 +127,7 @@ export interface LimiterOptions<Req = unknown> {
    */
   name?: string
   /**
-   * Where the limiter's OpenTelemetry metrics go (meter `tollgate`, see "Monitoring" in the README): an
+   * Where the limiter's OpenTelemetry metrics go (meter `tollgate`, see docs/guides/monitoring.md): an
    * SDK `MeterProvider`. Without it they go to the global MeterProvider of `@opentelemetry/api` when the
    * API is installed and an SDK is registered, and nowhere otherwise.
    * @default the global MeterProvider

@@ -18,7 +18,7 @@ export interface MemoryStoreOptions {
   clock?: () => number
   /**
    * Clients held at most per window length (and per algorithm's state), so a flood of new keys cannot
-   * grow the process without bound (~150 bytes per client, see the README). Past it, new clients share
+   * grow the process without bound (~150 bytes per client, see docs/guides/failures.md). Past it, new clients share
    * one count until entries expire; clients already held keep theirs. @default 1000000
    */
   maxKeys?: number

@@ -12,7 +12,7 @@ import { describeReply, queuedReplyError, RedisProtocolError, type TransactionSe
  * costs two ioredis Commands: their argument arrays, promises and callbacks, the command queue and the
  * reply dispatch. This connection writes the same commands (MULTI, fixedWindowCommands per key, EXEC)
  * as one string, and reads the replies with a RESP2 reader (resp-reader.ts), with one pending entry per
- * transaction, not per command. What that saves is measured in bench/store-bench.mjs (README, "Stores").
+ * transaction, not per command. What that saves is measured in bench/store-bench.mjs (docs/guides/redis.md).
  *
  * It is the client's shadow, never a second client to configure:
  * - opened to the server the client connects to, with its settings: host and port or path, family,

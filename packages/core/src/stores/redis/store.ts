@@ -64,7 +64,7 @@ export interface RedisStoreOptions {
    * store's own, opened to the same server with the client's settings (host and port or path, TLS,
    * username and password, db) while the client is ready, and closed with it. It reads the replies
    * itself instead of through ioredis's per-command objects, which with many clients is much of what
-   * Redis costs this process (README, "Stores", for the measurement). It costs one more connection per
+   * Redis costs this process (docs/guides/redis.md, for the measurement). It costs one more connection per
    * process, named `tollgate`, with its own protocol code, TCP keep-alive and a liveness rule: a
    * transaction that misses its deadline on it, or a second with no reply while one is due, closes it
    * until it is reopened after a backoff. Whenever it is not ready, or a tracer listens to ioredis, the
