@@ -175,7 +175,8 @@ describe.each(testServers())('on $name', (matrixServer) => {
       it('settles decisions down and up, on every algorithm and shape, keys keeping their TTLs', async () => {
         const app = await connect(server, user.name)
         try {
-          for (const algorithm of ALGORITHMS) {
+          // A concurrency slot is held or free: it has no count to settle (its settle moves nothing).
+          for (const algorithm of ALGORITHMS.filter((a) => a !== 'concurrency')) {
             for (const shape of ['single', 'several'] as const) {
               const prefix = `tg:${randomUUID()}:`
               const errors: string[] = []
