@@ -108,7 +108,8 @@ export function storeContract(name: string, make: () => ContractStore, options: 
 }
 
 function algorithmContract(it: ContractRunner['it'], algorithm: AlgorithmName, make: () => ContractStore, options: StoreContractOptions) {
-  if (options.settle !== false) settleContract(it, algorithm, make, options.settle, options.redis)
+  // A concurrency slot is held or free: the limiter refuses actualCost with it, and its settle moves nothing.
+  if (options.settle !== false && algorithm !== 'concurrency') settleContract(it, algorithm, make, options.settle, options.redis)
   const one = limitSpec(5, MINUTE, 5, '1m')
   // Two limits, distinct windows and labels: 3 per 10 s and 5 per hour.
   const short = limitSpec(3, 10 * SECOND, 3, '10s')
