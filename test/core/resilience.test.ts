@@ -19,6 +19,9 @@ class FlakyStore implements Store {
   readonly inner = new MemoryStore({ sweepIntervalMs: 0 })
   /** Nodes (the first character of the client key) that fail; all fail with '*'. */
   failing = new Set<string>()
+  /** While set, calls wait here, unanswered, until the test fails them (a call whose deadline runs out later). */
+  holding = false
+  readonly held: Array<(error: Error) => void> = []
   constructor(
     fastPath: boolean,
     private readonly error = 'connect ECONNREFUSED 127.0.0.1:1',
@@ -36,6 +39,7 @@ class FlakyStore implements Store {
     return this.inner.increment(key, cost, windowMs, now)
   }
   async admit(call: StoreCall) {
+    if (this.holding) return new Promise<never>((_, reject) => void this.held.push(reject))
     this.check(call.storeKey)
     return this.inner.admit(call)
   }
@@ -146,6 +150,45 @@ describe('failures stay where they happen', () => {
       expect.stringMatching(/^error: Tollgate: the store failed on node node-a/),
       expect.stringMatching(/^warn: Tollgate: the store is answering again \(node node-a\)/),
     ])
+  })
+
+  it('opens no new outage for a call sent before the node answered again that fails after that answer', async () => {
+    // Calls sent while a node comes back may run out of time after a later call got its answer: old
+    // news, which must not log a second outage and a second recovery for one restart.
+    const store = new FlakyStore(false)
+    let now = 1_800_000_000_000
+    const logs: string[] = []
+    const limiter = new Limiter({
+      max: 1000,
+      window: '1h',
+      store,
+      clock: () => now,
+      logger: { warn: (m) => void logs.push(`warn: ${m}`), error: (m) => void logs.push(`error: ${m}`) },
+    })
+    const recoveries: unknown[] = []
+    limiter.on('recover', (node) => void recoveries.push(node))
+    store.failing.add('*')
+    expect((await limiter.consume('a1')).source).toBe('fallback')
+    store.failing.clear()
+    now += 2000 // past the circuit's retry time
+    store.holding = true
+    const early = limiter.consume('a2') // sent before the node answers, answered after
+    store.holding = false
+    now += 10
+    expect((await limiter.consume('a3')).source).toBe('store')
+    now += 40
+    store.held[0]!(new Error('Redis did not answer within 50 ms'))
+    expect((await early).source).toBe('fallback') // its own request is still decided by the policy
+    expect((await limiter.consume('a4')).source).toBe('store') // and the circuit stayed closed
+    // A call sent after the answer that fails is a new outage.
+    store.failing.add('*')
+    expect((await limiter.consume('a5')).source).toBe('fallback')
+    expect(logs).toEqual([
+      expect.stringMatching(/^error: Tollgate: the store failed on node node-a/),
+      expect.stringMatching(/^warn: Tollgate: the store is answering again \(node node-a\)/),
+      expect.stringMatching(/^error: Tollgate: the store failed on node node-a/),
+    ])
+    expect(recoveries).toEqual(['node-a'])
   })
 
   it('decides an error that belongs to one key (WRONGTYPE) by the policy for that call only, with no outage logged', async () => {

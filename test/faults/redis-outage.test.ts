@@ -70,6 +70,8 @@ let server: Server
 let url: string
 let limiter: Limiter<express.Request>
 let timer: DecisionTimer
+// The failures and recoveries in order, with their times: printed when a test sees more than one recovery.
+const trace: string[] = []
 const events = { storeError: 0, recover: 0, fallback: 0 }
 const unhandled: unknown[] = []
 const onUnhandled = (reason: unknown) => void unhandled.push(reason)
@@ -100,8 +102,14 @@ async function start(connect: (url: string) => Promise<TestClient>, onStoreError
   })
   limiter = middleware.limiter
   timer = timeDecisions(limiter)
-  limiter.on('storeError', () => events.storeError++)
-  limiter.on('recover', () => events.recover++)
+  limiter.on('storeError', (error: Error) => {
+    events.storeError++
+    trace.push(`${Date.now()} storeError: ${error.message}`)
+  })
+  limiter.on('recover', () => {
+    events.recover++
+    trace.push(`${Date.now()} recover`)
+  })
   limiter.on('fallback', () => events.fallback++)
   app.use(middleware)
   app.get('/', (req, res) => {
@@ -117,6 +125,7 @@ beforeEach(() => {
   events.fallback = 0
   unhandled.length = 0
   logs.length = 0
+  trace.length = 0
   process.on('unhandledRejection', onUnhandled)
 })
 afterEach(async () => {
@@ -199,6 +208,7 @@ describe.each(testServers())('on $name', (server) => {
         expect(report.sources.fallback).toBeGreaterThan(0)
         expect(report.sources.store).toBeGreaterThan(0)
         expect(events.fallback).toBeGreaterThanOrEqual(report.sources.fallback!)
+        if (events.recover !== 1) console.info(`failures and recoveries:\n${trace.slice(-40).join('\n')}`)
         expect(events.recover).toBe(1)
         // Logs are per outage, not per request: thousands of requests fell back here (hundreds on a slow
         // machine or under --detectOpenHandles), through many failed store calls, and the application's
@@ -236,6 +246,7 @@ describe.each(testServers())('on $name', (server) => {
         expect(decided.n).toBeGreaterThanOrEqual(report.n)
         expect(decided.maxMs).toBeLessThan(DEADLINE_MS + MARGIN_MS)
         expect(report.sources.fallback).toBeGreaterThan(100)
+        if (events.recover !== 1) console.info(`failures and recoveries:\n${trace.slice(-40).join('\n')}`)
         expect(events.recover).toBe(1)
         // The freeze shows up as timeouts rather than refused connections: still one line each way.
         expect(logs).toEqual([storeFailed('fallback'), storeBack])

@@ -37,6 +37,8 @@ interface NodeState {
 export class Resilience {
   /** Nodes that failed and have not answered since. */
   private readonly down = new Map<string, NodeState>()
+  /** When each node last answered again after failing: a call sent before then is older news than that answer. */
+  private readonly backAt = new Map<string, number>()
   /** True while any node is down: the only check healthy traffic pays. */
   degraded = false
   private readonly warned = new Set<string>()
@@ -64,7 +66,7 @@ export class Resilience {
     return state !== undefined && now < state.downUntil
   }
 
-  /** A store call for `storeKey` failed. */
+  /** A store call for `storeKey`, sent at `now`, failed. */
   failed(error: unknown, storeKey: string, now: number): void {
     this.emit('storeError', error)
     const c = this.config
@@ -82,6 +84,10 @@ export class Resilience {
       state.downUntil = now + STORE_RETRY_MS
       return
     }
+    // A call sent before the node answered again, failing after that answer (its deadline ran out while
+    // the node came back, or it went down with the old connection): the node has answered since, so
+    // this opens no new outage. A node that fails again fails the calls sent after its answer too.
+    if (now < (this.backAt.get(node) ?? Number.NEGATIVE_INFINITY)) return
     this.down.set(node, { downUntil: now + STORE_RETRY_MS })
     this.degraded = true
     c.logger.error(
@@ -94,6 +100,7 @@ export class Resilience {
   answered(storeKey: string): void {
     const node = this.nodeOf(storeKey)
     if (!this.down.delete(node)) return
+    this.backAt.set(node, this.config.clock())
     this.degraded = this.down.size > 0
     this.config.logger.warn(`Tollgate: the store is answering again${node ? ` (node ${node})` : ''}; decisions come from it again`)
     this.emit('recover', node || undefined)
