@@ -291,6 +291,8 @@ export class Leases {
     const now = this.clock()
     for (const s of this.slices.values()) {
       if (s.inflight !== undefined || s.waiting > 0 || now - s.lastUse < this.idleMs) continue
+      // Units the fallback admitted wait for the next grant to reach Redis's count: kept until the window ends.
+      if (s.offBook > 0 && windowIndex(now, this.windowMs) === s.w) continue
       this.slices.delete(s.clientKey)
       void this.giveBack(s, now).catch(() => undefined)
     }
