@@ -209,7 +209,7 @@ export interface LimiterOptions<Req = unknown> {
    * left one grant may take before it is split between lessees. Fixed window and GCRA only; refused with
    * `limits`, a `window` function, `actualCost` and the skip*Requests options; a no-op on the memory
    * store. See docs/guides/leasing.md.
-   * @default false (maxShare 0.5)
+   * @default false
    */
   lease?: LeaseOption
   /** Where request-time problems are logged, once each. @default console */
