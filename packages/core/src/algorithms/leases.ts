@@ -40,17 +40,23 @@ export function leaseArgs(r: LeaseRequest): (string | number)[] {
 /**
  * The lessee half shared by both scripts: the marker is made (and the lessee counted) at a process's
  * first grant under it; missing while the process holds units (`held` > 0) means Redis lost the key.
+ * `sliding`: the keys' TTL runs from now (GCRA), so every grant sets it again. For the fixed window it
+ * is the window's end plus the margin whenever it is set, so the counter's and the marker's are set
+ * once, when the marker is made: the grants of a hot key then run no command that would change nothing.
  */
-const LUA_LESSEE = `
+const luaLessee = (sliding: boolean) => `
 local max, asked, share = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
 local ttl, held, adjust = ARGV[4], tonumber(ARGV[5]), tonumber(ARGV[6])
 local restarted = 0
-if not redis.call('GET', KEYS[3]) then
+local fresh = not redis.call('GET', KEYS[3])
+if fresh then
   if held > 0 then restarted = 1 end
   redis.call('INCRBY', KEYS[2], 1)
 end
-redis.call('PEXPIRE', KEYS[2], ttl)
-redis.call('SET', KEYS[3], '1', 'PX', ttl)
+if fresh or ${sliding} then
+  redis.call('PEXPIRE', KEYS[2], ttl)
+  redis.call('SET', KEYS[3], '1', 'PX', ttl)
+end
 local lessees = tonumber(redis.call('GET', KEYS[2]) or '1')
 if lessees < 1 then lessees = 1 end
 local function slice(left)
@@ -66,21 +72,23 @@ end`
  * process holds go back into the count too, so the processes that lease next see them, and nothing is
  * granted: the process refuses the key until the window ends (it cannot know what the others hold).
  * Otherwise the grant is min(asked, floor(left × share / lessees)), at least 1 while anything is left,
- * counted into the key with INCRBY. Reply: {granted, left after, lessees, restarted, 0}.
+ * counted into the key with INCRBY (and its TTL set when the INCRBY made the key; whoever made it
+ * before set the same one). Reply: {granted, left after, lessees, restarted, 0}.
  */
-export const LEASE_FIXED_SCRIPT = `${LUA_LESSEE}
+export const LEASE_FIXED_SCRIPT = `${luaLessee(false)}
 if restarted == 1 then adjust = adjust + held end
 if adjust > 0 then
   redis.call('INCRBY', KEYS[1], adjust)
   redis.call('PEXPIRE', KEYS[1], ttl)
 end
-local count = tonumber(redis.call('GET', KEYS[1]) or '0')
+local stored = redis.call('GET', KEYS[1])
+local count = tonumber(stored or '0')
 local left = max - count
 local granted = 0
 if restarted == 0 and left >= 1 and asked >= 1 then
   granted = slice(left)
   redis.call('INCRBY', KEYS[1], granted)
-  redis.call('PEXPIRE', KEYS[1], ttl)
+  if not stored then redis.call('PEXPIRE', KEYS[1], ttl) end
   left = left - granted
 end
 if left < 0 then left = 0 end
@@ -93,7 +101,7 @@ return {granted, left, lessees, restarted, 0}`
  * fixed window, and moves the TAT on by granted × W / max, exactly, with its TTL. After a loss nothing
  * is granted. Reply: {granted, units left after, lessees, restarted, ms until a unit fits}.
  */
-export const LEASE_GCRA_SCRIPT = `${LUA_LESSEE}
+export const LEASE_GCRA_SCRIPT = `${luaLessee(true)}
 local now, w, burst = tonumber(ARGV[7]), tonumber(ARGV[8]), tonumber(ARGV[9])
 local ms, rem = now, 0
 local stored = redis.call('GET', KEYS[1])
