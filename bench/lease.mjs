@@ -307,6 +307,8 @@ async function hotSlice(server, paced, cycle) {
     rps: w.rps,
     p50: w.p50_us / 1000,
     p99: w.p99_us / 1000,
+    p90: w.p90_us / 1000,
+    p999: w.p999_us / 1000,
     non2xx: w.non2xx,
     socketErrors: w.socket_errors,
   }
