@@ -13,8 +13,9 @@ export const WRK_DIR = join(dirname(fileURLToPath(import.meta.url)), '..', 'wrk'
  * @param {'one'|'many'} o.script
  * @param {number} [o.clients]   distinct X-Forwarded-For addresses for the 'many' script
  * @param {number} [o.core]      CPU core to pin wrk to
+ * @param {object} [o.env]       more environment for the script (paced.lua's BENCH_PACE_MS)
  */
-export async function runWrk({ port, seconds, connections, script, clients = 10000, core = 1, path = '/' }) {
+export async function runWrk({ port, seconds, connections, script, clients = 10000, core = 1, path = '/', env = {} }) {
   const [cmd, args] = pinned(core, 'wrk', [
     '-t1',
     `-c${connections}`,
@@ -27,7 +28,7 @@ export async function runWrk({ port, seconds, connections, script, clients = 100
     `http://127.0.0.1:${port}${path}`,
   ])
   const child = spawnTracked('wrk', cmd, args, {
-    env: { ...process.env, BENCH_WRK_DIR: WRK_DIR, BENCH_CLIENTS: String(clients) },
+    env: { ...process.env, BENCH_WRK_DIR: WRK_DIR, BENCH_CLIENTS: String(clients), ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   })
   let out = ''

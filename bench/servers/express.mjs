@@ -85,6 +85,11 @@ export async function limiterFor(name, args) {
       const { rateLimit, RedisStore } = await importTollgate('express')
       return rateLimit({ max, window: windowMs, prefix, store: new RedisStore({ client: await redis(args.redisUrl) }) })
     }
+    case 'tollgate-lease': {
+      // tollgate-redis with quota leasing (lease.mjs runs it, several processes sharing one key).
+      const { rateLimit, RedisStore } = await importTollgate('express')
+      return rateLimit({ max, window: windowMs, prefix, lease: true, store: new RedisStore({ client: await redis(args.redisUrl) }) })
+    }
     case 'erl-memory': {
       const { rateLimit } = await import('express-rate-limit')
       return rateLimit({ windowMs, limit: max })

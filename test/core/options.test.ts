@@ -6,6 +6,7 @@ describe('options are validated once, at construction', () => {
   // Every option, each with wrong types and values: the error names the option and the value.
   const bad: Array<[string, unknown, RegExp]> = [
     ['max', -1, /"max".*-1 \(number\)/],
+    ['lease', 1, /"lease".*1 \(number\)/],
     ['max', 1.5, /"max".*1\.5 \(number\)/],
     ['max', '10', /"max".*"10" \(string\)/],
     ['max', Number.NaN, /"max".*NaN \(number\)/],

@@ -10,6 +10,7 @@ export { type ConsumeOptions, Limiter, type PeekOptions } from './limiter/limite
 export type { ScopeOptions } from './limiter/request-inputs'
 export type { Rejection } from './limiter/response'
 export type { WaitOptions } from './limiter/waiting'
+export type { LeaseOption } from './options/lease-option'
 export type { LimiterOptions, LimitOptions } from './options/limiter-options'
 export { MemoryStore, type MemoryStoreOptions } from './stores/memory-store'
 export type { NodeRedisClientLike, NodeRedisClusterLike, NodeRedisMultiLike, NodeRedisNodeLike } from './stores/redis/node-redis'
@@ -20,6 +21,8 @@ export type {
   Decision,
   DecisionSource,
   HeaderStyle,
+  LeaseGrant,
+  LeaseRequest,
   LimitSpec,
   Logger,
   MaybePromise,

@@ -148,6 +148,41 @@ export interface StoreResult {
   values: number[]
 }
 
+/** What a process asks for: a slice of `asked` units of `limit` for the key stem, at `now`. */
+export interface LeaseRequest {
+  readonly algorithm: 'fixed-window' | 'gcra'
+  /** `<prefix>{<client key>}`, as the algorithm's keys start. */
+  readonly stem: string
+  readonly limit: LimitSpec
+  readonly now: number
+  readonly asked: number
+  /** The largest fraction of what is left one grant may take, before it is split between lessees. */
+  readonly maxShare: number
+  /** Units this process was granted under its current marker and still counts as held (0: no marker yet). */
+  readonly held: number
+  /**
+   * Fixed window: units admitted without Redis in this window (by the fallback during an outage), added
+   * to the count before anything is granted. GCRA: unspent units of a lapsed slice, given back first.
+   */
+  readonly adjust: number
+  /** This process's lessee id. */
+  readonly owner: string
+}
+
+/** Redis's answer to a LeaseRequest. */
+export interface LeaseGrant {
+  /** Units granted (0 when nothing is left). */
+  granted: number
+  /** Units left in Redis after the grant, for every process. */
+  left: number
+  /** Processes holding a lease on the key, this one included. */
+  lessees: number
+  /** The process's marker was gone while it held a slice: Redis lost the key's count. Nothing was granted. */
+  restarted: boolean
+  /** GCRA: ms until one more unit fits, when nothing was granted. */
+  waitMs: number
+}
+
 /**
  * Where counts live. One protocol serves every algorithm: `admit`, `refund` and `forget` are
  * required, and a limiter checks at construction that its store has them. `increment` is an optional
@@ -211,6 +246,14 @@ export interface Store {
    * while the block keeps refusing the client until its end (the limiter warns once at construction).
    */
   unblock?(key: string): MaybePromise<void>
+  /**
+   * Optional, for the `lease` option on a remote store: grants a slice of the key's remaining quota in
+   * one atomic call, counted into the key (algorithms/leases.ts). A limiter with `lease` refuses a
+   * remote store without it at construction.
+   */
+  lease?(request: LeaseRequest): Promise<LeaseGrant>
+  /** Optional, with `lease`: gives back `unspent` units of the process's slice and ends its lease on the key. */
+  endLease?(request: LeaseRequest, unspent: number): Promise<void>
 }
 
 /** Attribute values of Tollgate's metrics: a few bounded strings, never a client key. */

@@ -15,6 +15,7 @@ import {
   type StoreResult,
 } from '../types'
 import { CallParts, type CallScope } from './call-parts'
+import { Leases } from './fast-path/leases'
 import { LocalCells } from './fast-path/local-cells'
 import { MirrorCells, type MirrorEntry } from './fast-path/mirror-cells'
 import { OverLimit } from './fast-path/over-limit'
@@ -48,6 +49,8 @@ export class Counting<Req> {
   private readonly cells: LocalCells | undefined
   /** Fast path, remote store with the fallback: each client's store key and last returned count (fast-path/mirror-cells.ts), one lookup. */
   private readonly mirror: MirrorCells | undefined
+  /** The `lease` option on a remote store: each client's slice of its quota (fast-path/leases.ts). */
+  private readonly leases: Leases | undefined
 
   constructor(
     private readonly config: Config<Req>,
@@ -70,6 +73,26 @@ export class Counting<Req> {
         ? new MirrorCells(this.parts, resilience.fallback, config.windowMs)
         : undefined
     this.lockout = new Lockout(config as Config<unknown>, this, this.parts, resilience, telemetry, emit)
+    this.leases =
+      config.lease !== undefined && this.remote
+        ? new Leases(
+            config.lease,
+            config.store,
+            this.parts,
+            resilience,
+            config.windowMs,
+            config.onStoreError,
+            algorithm.name === 'gcra' ? 'gcra' : 'fixed-window',
+            config.clock,
+            (clientKey, limit, cost, now) => this.failed(undefined, clientKey, limit, cost, now),
+            (decision) => this.finish(decision),
+          )
+        : undefined
+  }
+
+  /** Gives back what `lease` holds (limiter.close()). */
+  close(): Promise<void> {
+    return this.leases === undefined ? Promise.resolve() : this.leases.close()
   }
 
   /**
@@ -91,6 +114,7 @@ export class Counting<Req> {
   countAt(clientKey: string, limit: LimitSpec, cost: number, now: number, scope?: CallScope): MaybePromise<Decision> {
     const c = this.config
     const { max } = limit
+    if (this.leases !== undefined && limit.keyed !== true) return this.leases.count(clientKey, limit, cost, now)
     if (this.remote) {
       if (this.fast && limit.keyed !== true) {
         // Off with refunds: a refund elsewhere can bring a count back under the limit.
@@ -176,6 +200,7 @@ export class Counting<Req> {
     this.over.forget(clientKey)
     this.cells?.forget(clientKey)
     this.mirror?.forget(clientKey)
+    this.leases?.forget(clientKey)
     let call = this.parts.call(clientKey, this.parts.limitsFor(limit), 0, now, scope)
     if (only !== undefined) {
       // Per-limit keys: the limits whose keys the caller named, and only those (limiter.ts, reset).

@@ -58,6 +58,15 @@ export class Limiter<Req = unknown> extends EventEmitter {
     warnOnSharedPrefix(this.config)
   }
 
+  /**
+   * Gives back the quota this process holds under the `lease` option (its unspent slices) and stops
+   * its idle timer. Call it when the process stops serving (it does nothing without `lease`); the
+   * limiter still works after it, leasing again as requests come.
+   */
+  close(): Promise<void> {
+    return this.counting.close()
+  }
+
   /** `removeAllListeners()` also removes the two listeners that keep the `decision` flag. */
   override removeAllListeners(event?: string | symbol): this {
     // EventEmitter tells "all events" from an undefined one by its argument count.

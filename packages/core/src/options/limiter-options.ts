@@ -1,5 +1,6 @@
 import type { Duration } from '../duration'
 import type { AlgorithmName, Decision, HeaderStyle, Logger, MaybePromise, MeterProviderLike, Store, StoreErrorPolicy } from '../types'
+import type { LeaseOption } from './lease-option'
 
 /** One of several limits checked together (`limits` option). */
 export interface LimitOptions<Req = unknown> {
@@ -196,6 +197,21 @@ export interface LimiterOptions<Req = unknown> {
    * @default false
    */
   shadow?: boolean
+  /**
+   * Quota leasing, for a hot key on a remote store: each process reserves a slice of the key's
+   * remaining quota from Redis in one atomic call and decides from it locally, with no round trip,
+   * asking for the next slice before this one runs out. Redis never grants more than is left, so the
+   * processes together never admit more than `max`; slices shrink as the quota runs out and as more
+   * processes lease the key, down to one unit near the limit. Unspent units go back when a process
+   * stops using the key (and at `limiter.close()`), or lapse at the window's end (under-admitting,
+   * never over). `remaining` is this process's view: its slice plus what Redis had left at its last
+   * grant, an upper bound across processes. `maxShare` (in (0, 1]) is the largest fraction of what is
+   * left one grant may take before it is split between lessees. Fixed window and GCRA only; refused with
+   * `limits`, a `window` function, `actualCost` and the skip*Requests options; a no-op on the memory
+   * store. See docs/guides/leasing.md.
+   * @default false
+   */
+  lease?: LeaseOption
   /** Where request-time problems are logged, once each. @default console */
   logger?: Logger
   /** Clock in epoch ms, for tests. @default Date.now */

@@ -5,6 +5,7 @@ import { invalidOption, rejectUnknown, TollgateError } from '../errors'
 import { isPrefix } from '../keys'
 import type { AlgorithmName, HeaderStyle, LimitSpec, Logger, MaybePromise, MeterProviderLike, Store, StoreErrorPolicy } from '../types'
 import { checkPolicyName, countOrFunction, isPlainObject, optionalFunction } from './checks'
+import { type LeaseConfig, parseLease } from './lease-option'
 import type { LimiterOptions } from './limiter-options'
 import { type LimitKey, parseLimits } from './limits'
 import { guessOption } from './peer-names'
@@ -53,6 +54,8 @@ export interface Config<Req> {
   readonly shadow: boolean
   /** 0 when there is no lockout. */
   readonly blockMs: number
+  /** Set with the `lease` option on a remote store (lease-option.ts); undefined otherwise. */
+  readonly lease: LeaseConfig | undefined
 }
 
 /** Every option of LimiterOptions, checked complete by the compiler. */
@@ -90,6 +93,7 @@ const OPTION_KEYS = {
   shadow: true,
   blockDuration: true,
   hashTag: true,
+  lease: true,
 } satisfies Record<keyof LimiterOptions, true>
 const CORE_KEYS = Object.keys(OPTION_KEYS)
 
@@ -250,7 +254,10 @@ export function parseOptions<Req>(
     )
   }
 
+  const lease = parseLease(o, algorithm as AlgorithmName, store as Store)
+
   return Object.freeze({
+    lease,
     actualCost,
     algorithm: algorithm as AlgorithmName,
     limits: parsed?.limits,

@@ -1,8 +1,17 @@
 import { ALGORITHM_NAMES, ALGORITHMS, argsOf, callRecordKey, keysOf, settleKeysOf } from '../../algorithms'
 import type { RedisTransactionLike } from '../../algorithms/fixed-window'
+import {
+  LEASE_FIXED_SCRIPT,
+  LEASE_GCRA_SCRIPT,
+  LEASE_RETURN_SCRIPT,
+  leaseArgs,
+  leaseGrantOf,
+  leaseKeys,
+  returnArgs,
+} from '../../algorithms/leases'
 import { type Duration, parseDuration } from '../../duration'
 import { describeValue, invalidOption, rejectUnknown, TollgateError } from '../../errors'
-import type { AlgorithmName, Store, StoreCall, StoreResult } from '../../types'
+import type { AlgorithmName, LeaseGrant, LeaseRequest, Store, StoreCall, StoreResult } from '../../types'
 import { FixedWindowBatcher } from './batcher'
 import { watchClient } from './client-watch'
 import { type ColdStart, type FailureCauses, withDeadline } from './deadline'
@@ -103,6 +112,8 @@ export class RedisStore implements Store {
   private readonly admitScripts = new Map<AlgorithmName, Script>()
   private readonly refundScripts = new Map<AlgorithmName, Script>()
   private readonly settleScripts = new Map<AlgorithmName, Script>()
+  /** The `lease` option's scripts (algorithms/leases.ts). */
+  private readonly leaseScripts: { fixed: Script; gcra: Script; back: Script }
   /** When the cold start ends (see coldWait): -1 before the first call, 0 once it has ended. */
   private coldUntil = -1
   /** Connection errors and refused commands seen on the client, named in failures (client-watch.ts). */
@@ -139,6 +150,31 @@ export class RedisStore implements Store {
       this.refundScripts.set(name, this.define(scriptName(name, 'Refund'), refundScript))
       this.settleScripts.set(name, this.define(scriptName(name, 'Settle'), settleScript))
     }
+    this.leaseScripts = {
+      fixed: this.define('tollgateLeaseFixed', LEASE_FIXED_SCRIPT),
+      gcra: this.define('tollgateLeaseGcra', LEASE_GCRA_SCRIPT),
+      back: this.define('tollgateLeaseReturn', LEASE_RETURN_SCRIPT),
+    }
+  }
+
+  /** A slice of the key's remaining quota, counted into the key, in one script (Store.lease). */
+  lease(request: LeaseRequest): Promise<LeaseGrant> {
+    const keys = leaseKeys(request)
+    const script = request.algorithm === 'gcra' ? this.leaseScripts.gcra : this.leaseScripts.fixed
+    return this.within(() =>
+      script(keys.length, ...keys, ...leaseArgs(request)).then((reply) => {
+        const grant = leaseGrantOf(reply)
+        if (grant !== undefined) return grant
+        resetConnection(this.client, request.stem, this.nodeOfKey(request.stem))
+        throw new TollgateError(`Redis protocol error: a lease on ${request.stem} was answered with ${String(reply)}`, 'TG_STORE_ERROR')
+      }),
+    )
+  }
+
+  /** Gives back `unspent` units of a slice and ends the lease, under the process's marker only (Store.endLease). */
+  async endLease(request: LeaseRequest, unspent: number): Promise<void> {
+    const keys = leaseKeys(request)
+    await this.within(() => this.leaseScripts.back(keys.length, ...keys, ...returnArgs(request, unspent)))
   }
 
   /** The fixed window's fast path: INCRBY and PEXPIRE in a MULTI (fixedWindowCommands), batched and merged per key. */

@@ -1,0 +1,375 @@
+import { randomBytes } from 'node:crypto'
+import { decide } from '../../algorithms/decision'
+import { fixedWindow } from '../../algorithms/fixed-window'
+import { unitsToAsk } from '../../algorithms/leases'
+import { windowIndex } from '../../keys'
+import type { LeaseConfig } from '../../options/lease-option'
+import type { Decision, DecisionSource, LeaseRequest, LimitSpec, MaybePromise, Store, StoreErrorPolicy } from '../../types'
+import type { CallParts } from '../call-parts'
+import type { Resilience } from '../resilience'
+
+/** Keys a limiter keeps a slice for; past it, every slice is given back and the map starts over. */
+const MAX_SLICES = 32_768
+
+/** Ask for the next slice once this fraction of the current one is left, so a busy key rarely waits. */
+const PREFETCH_AT = 0.25
+
+/**
+ * Grants one request may wait for before it is refused (each is one round trip). A grant is at least
+ * one unit while anything is left, and a share of it otherwise, so a burst that needs the whole quota
+ * takes about log2(max) grants and then a few of one unit: this bound is never reached while Redis
+ * still has units to grant.
+ */
+const MAX_GRANTS_PER_REQUEST = 64
+
+/** One key's lease in this process. */
+interface Slice {
+  readonly clientKey: string
+  readonly stem: string
+  /** The limit the slice was last leased under (for giving it back). */
+  limit: LimitSpec
+  /** Fixed window: the window index the slice belongs to. */
+  w: number
+  /** Units held, unspent. */
+  left: number
+  /** Units granted under the current marker (the script's `held`), 0 when the process is no lessee. */
+  granted: number
+  /** GCRA: when the marker in Redis may have expired (the process is then no lessee). */
+  markerUntil: number
+  /** What Redis had left after the last grant, and the processes leasing the key then. */
+  remote: number
+  lessees: number
+  /** The last grant's size: the next is asked for once PREFETCH_AT of it is left. */
+  size: number
+  /** Nothing more to grant until then (fixed window: the window's end; GCRA: until a unit fits). */
+  emptyUntil: number
+  /** Redis lost the key while this process held a slice: refused until then. */
+  spentUntil: number
+  /** GCRA: when the slice lapses (the time its units stand for), and units of a lapsed slice to give back. */
+  lapseAt: number
+  back: number
+  /** Fixed window: units the fallback admitted in this window, added to Redis's count at the next grant. */
+  offBook: number
+  /** The fallback's count was set for this window (see fallBack). */
+  seeded: number
+  inflight: Promise<void> | undefined
+  /** Units of requests waiting for the grant in flight. */
+  waiting: number
+  /** Units per ms, smoothed; units since `mark`. */
+  rate: number
+  recent: number
+  mark: number
+  lastUse: number
+}
+
+/**
+ * The per-key slices of the `lease` option (algorithms/leases.ts for the scripts and the grant math):
+ * a request is decided from the process's slice with no round trip while it lasts; the next slice is
+ * asked for before it runs out, and concurrent requests that find it empty wait on that one grant.
+ * Unspent units go back when a key has been idle a while (a timer that does not hold the process
+ * open) and at `close()`.
+ *
+ * When Redis fails, the process keeps deciding from what it holds. Past that: in a window where it
+ * held a slice, the fallback refuses (the other processes may hold the rest of the window's quota);
+ * in a window where it held none, the fallback admits at most max / lessees (as many processes as
+ * leased the key when Redis last answered), and those units go into Redis's count at the next grant.
+ */
+export class Leases {
+  private slices = new Map<string, Slice>()
+  /** This process's lessee id, in its marker keys. */
+  private readonly owner = randomBytes(6).toString('hex')
+  private timer: ReturnType<typeof setInterval> | undefined
+  private readonly idleMs: number
+  private readonly gcra: boolean
+
+  constructor(
+    private readonly lease: LeaseConfig,
+    private readonly store: Store,
+    private readonly parts: CallParts,
+    private readonly resilience: Resilience,
+    private readonly windowMs: number,
+    private readonly policy: StoreErrorPolicy,
+    algorithm: 'fixed-window' | 'gcra',
+    private readonly clock: () => number,
+    /** The limiter's decision when the store cannot be asked (counting.ts, failed): the fallback, allow or deny. */
+    private readonly failed: (clientKey: string, limit: LimitSpec, cost: number, now: number) => Decision,
+    /** Reports a refusal (the `limited` event, shadow mode): counting.ts, finish. */
+    private readonly finish: (decision: Decision) => Decision,
+  ) {
+    this.gcra = algorithm === 'gcra'
+    this.idleMs = Math.max(50, Math.min(windowMs / 4, 1000))
+  }
+
+  /** The decision for `cost` units of `clientKey` under `limit` (a single limit, under the client key). */
+  count(clientKey: string, limit: LimitSpec, cost: number, now: number): MaybePromise<Decision> {
+    const s = this.slice(clientKey, limit, now)
+    s.limit = limit
+    s.recent += cost
+    s.lastUse = now
+    const held = this.fromSlice(s, limit, cost, now)
+    if (held !== undefined) return held
+    if (now < s.spentUntil || now < s.emptyUntil) return this.refuse(s, limit, cost, now, 'cache')
+    if (this.resilience.degraded && this.resilience.isOpen(s.stem, now)) return this.fallBack(s, limit, cost, now)
+    return this.wait(s, limit, cost, now, 0)
+  }
+
+  /** Waits for the grant in flight (or asks for one), then decides again. */
+  private async wait(s: Slice, limit: LimitSpec, cost: number, now: number, tries: number): Promise<Decision> {
+    s.waiting += cost
+    let ok: boolean
+    try {
+      ok = await this.grant(s, limit, cost, now)
+    } finally {
+      s.waiting -= cost
+    }
+    // The decision keeps its time: a grant is for the window the request arrived in.
+    if (windowIndex(this.clock(), limit.windowMs) !== s.w && !this.gcra) return this.count(s.clientKey, limit, cost, this.clock())
+    const held = this.fromSlice(s, limit, cost, now)
+    if (held !== undefined) return held
+    if (!ok) return this.fallBack(s, limit, cost, now)
+    if (now < s.spentUntil || now < s.emptyUntil || tries + 1 >= MAX_GRANTS_PER_REQUEST) return this.refuse(s, limit, cost, now, 'store')
+    return this.wait(s, limit, cost, now, tries + 1)
+  }
+
+  /** The request decided from the slice, or undefined when it holds too little. Asks for the next slice early. */
+  private fromSlice(s: Slice, limit: LimitSpec, cost: number, now: number): Decision | undefined {
+    if (this.gcra && s.left > 0 && now >= s.lapseAt) {
+      s.back += s.left
+      s.left = 0
+    }
+    if (s.left < cost) return undefined
+    s.left -= cost
+    if (s.inflight === undefined && s.left <= s.size * PREFETCH_AT && now >= s.emptyUntil && now >= s.spentUntil) {
+      if (!(this.resilience.degraded && this.resilience.isOpen(s.stem, now))) void this.grant(s, limit, 0, now)
+    }
+    const remaining = s.left + s.remote
+    if (this.gcra) return gcraDecision(limit, remaining, cost, now, s.clientKey, true, 0, 'store')
+    const count = Math.max(cost, limit.max - remaining)
+    return decide(fixedWindow, limit, count - cost, count, true, cost, now, s.clientKey, 'store')
+  }
+
+  private refuse(s: Slice, limit: LimitSpec, cost: number, now: number, source: DecisionSource): Decision {
+    if (this.gcra)
+      return this.finish(gcraDecision(limit, 0, cost, now, s.clientKey, false, Math.max(s.emptyUntil, s.spentUntil) - now, source))
+    return this.finish(decide(fixedWindow, limit, limit.max, limit.max + cost, false, cost, now, s.clientKey, source))
+  }
+
+  /**
+   * The store could not be asked. In a window this process leased in, the other processes may hold
+   * the rest of the quota: the fallback's count starts at max, so it refuses. Otherwise it starts at
+   * max − max / lessees. Units it admits go to Redis's count at the next grant.
+   */
+  private fallBack(s: Slice, limit: LimitSpec, cost: number, now: number): Decision {
+    if (this.policy === 'fallback' && !this.gcra) {
+      const w = windowIndex(now, limit.windowMs)
+      if (s.seeded !== w) {
+        s.seeded = w
+        const budget = s.granted > 0 ? 0 : Math.floor(limit.max / Math.max(1, s.lessees))
+        this.resilience.fallback.seedCount(this.parts.fastKey(s.clientKey, limit), limit.windowMs, now, limit.max - budget)
+      }
+    }
+    const decision = this.failed(s.clientKey, limit, cost, now)
+    if (decision.allowed && decision.source === 'fallback' && !this.gcra) s.offBook += cost
+    return decision
+  }
+
+  /** One grant for the slice, shared by every request that waits; resolves false when the store failed. */
+  private grant(s: Slice, limit: LimitSpec, need: number, now: number): Promise<boolean> {
+    if (s.inflight !== undefined)
+      return s.inflight.then(
+        () => true,
+        () => false,
+      )
+    const elapsed = now - s.mark
+    if (elapsed >= 20) {
+      const rate = s.recent / elapsed
+      s.rate = s.rate === 0 ? rate : (s.rate + rate) / 2
+      s.recent = 0
+      s.mark = now
+    }
+    if (this.gcra && now >= s.markerUntil) s.granted = 0
+    const request: LeaseRequest = {
+      algorithm: this.gcra ? 'gcra' : 'fixed-window',
+      stem: s.stem,
+      limit,
+      now,
+      asked: unitsToAsk(s.rate, limit.windowMs, Math.max(need, s.waiting) - s.left),
+      maxShare: this.lease.maxShare,
+      held: s.granted,
+      adjust: this.gcra ? s.back : s.offBook,
+      owner: this.owner,
+    }
+    let ok = true
+    const inflight = this.store.lease!(request).then(
+      (g) => {
+        if (this.resilience.degraded) this.resilience.answered(s.stem)
+        if (!this.gcra && windowIndex(now, limit.windowMs) !== s.w) return // a late grant of an older window lapses
+        if (this.gcra) s.back -= request.adjust
+        else s.offBook -= request.adjust
+        s.lessees = g.lessees
+        s.remote = g.left
+        if (g.restarted) {
+          s.left = 0
+          s.granted = 0
+          s.spentUntil = this.gcra ? now + limit.windowMs : (s.w + 1) * limit.windowMs
+          return
+        }
+        s.left += g.granted
+        s.granted += g.granted
+        s.size = g.granted
+        if (this.gcra) {
+          s.markerUntil = now + limit.windowMs
+          s.lapseAt = now + Math.max(1, Math.ceil((g.granted * limit.windowMs) / limit.max))
+        }
+        if (g.granted === 0) s.emptyUntil = this.gcra ? now + Math.max(1, g.waitMs) : (s.w + 1) * limit.windowMs
+      },
+      (error: unknown) => {
+        ok = false
+        this.resilience.failed(error, s.stem, now)
+      },
+    )
+    s.inflight = inflight
+    return inflight.then(() => {
+      if (s.inflight === inflight) s.inflight = undefined
+      return ok
+    })
+  }
+
+  /** The client's slice for the window containing `now`: a new window starts it empty (the last one's units lapse). */
+  private slice(clientKey: string, limit: LimitSpec, now: number): Slice {
+    let s = this.slices.get(clientKey)
+    if (s === undefined) {
+      if (this.slices.size >= MAX_SLICES) this.giveBackAll()
+      s = {
+        clientKey,
+        stem: this.parts.storeKey(clientKey),
+        limit,
+        w: windowIndex(now, limit.windowMs),
+        left: 0,
+        granted: 0,
+        markerUntil: 0,
+        remote: limit.max,
+        lessees: 1,
+        size: 0,
+        emptyUntil: 0,
+        spentUntil: 0,
+        lapseAt: 0,
+        back: 0,
+        offBook: 0,
+        seeded: -1,
+        inflight: undefined,
+        waiting: 0,
+        rate: 0,
+        recent: 0,
+        mark: now,
+        lastUse: now,
+      }
+      this.slices.set(clientKey, s)
+      this.arm()
+    } else if (!this.gcra) {
+      const w = windowIndex(now, limit.windowMs)
+      if (w !== s.w) {
+        s.w = w
+        s.left = 0
+        s.granted = 0
+        s.size = 0
+        s.offBook = 0
+        s.remote = limit.max
+      }
+    }
+    return s
+  }
+
+  /** The idle timer: gives back the slices of keys unused for `idleMs`. It never holds the process open. */
+  private arm(): void {
+    if (this.timer !== undefined) return
+    this.timer = setInterval(() => this.giveBackIdle(), this.idleMs)
+    this.timer.unref()
+  }
+
+  private giveBackIdle(): void {
+    const now = this.clock()
+    for (const s of this.slices.values()) {
+      if (s.inflight !== undefined || s.waiting > 0 || now - s.lastUse < this.idleMs) continue
+      // Units the fallback admitted wait for the next grant to reach Redis's count: kept until the window ends.
+      if (s.offBook > 0 && windowIndex(now, this.windowMs) === s.w) continue
+      this.slices.delete(s.clientKey)
+      void this.giveBack(s, now).catch(() => undefined)
+    }
+    if (this.slices.size === 0 && this.timer !== undefined) {
+      clearInterval(this.timer)
+      this.timer = undefined
+    }
+  }
+
+  /** Ends the slice's lease in Redis, giving back its unspent units (none of an older window: they lapsed with it). */
+  private giveBack(s: Slice, now: number): Promise<void> {
+    const lessee = this.gcra ? now < s.markerUntil : s.granted > 0 && windowIndex(now, this.windowMs) === s.w
+    if (!lessee) return Promise.resolve()
+    const unspent = s.left + (this.gcra ? s.back : 0)
+    const limit = s.limit
+    s.left = 0
+    s.granted = 0
+    return this.store.endLease!(
+      {
+        algorithm: this.gcra ? 'gcra' : 'fixed-window',
+        stem: s.stem,
+        limit,
+        now,
+        asked: 0,
+        maxShare: 0,
+        held: 0,
+        adjust: 0,
+        owner: this.owner,
+      },
+      unspent,
+    )
+  }
+
+  private giveBackAll(): Promise<unknown> {
+    const now = this.clock()
+    const all = [...this.slices.values()].map((s) => this.giveBack(s, now).catch(() => undefined))
+    this.slices = new Map()
+    return Promise.all(all)
+  }
+
+  /** `reset`: the client's slice is dropped (its units lapse with the keys the reset deletes). */
+  forget(clientKey: string): void {
+    this.slices.delete(clientKey)
+  }
+
+  /** Gives back every slice and stops the idle timer (`limiter.close()`). */
+  async close(): Promise<void> {
+    if (this.timer !== undefined) clearInterval(this.timer)
+    this.timer = undefined
+    await this.giveBackAll()
+  }
+}
+
+/** A GCRA decision from a lease: `remaining` units in this process's view, `waitMs` until one fits when refused. */
+function gcraDecision(
+  limit: LimitSpec,
+  remaining: number,
+  cost: number,
+  now: number,
+  key: string,
+  allowed: boolean,
+  waitMs: number,
+  source: DecisionSource,
+): Decision {
+  const perUnit = limit.max > 0 ? limit.windowMs / limit.max : limit.windowMs
+  const retryAfterMs = allowed ? 0 : Math.max(1, Math.ceil(waitMs))
+  return {
+    allowed,
+    limit: limit.max,
+    remaining: allowed ? Math.min(limit.burst, remaining) : 0,
+    count: allowed ? Math.max(0, limit.burst - remaining) : limit.burst,
+    resetAt: now + Math.ceil((allowed ? Math.max(0, limit.burst - remaining) : limit.burst) * perUnit) + retryAfterMs,
+    retryAfterMs,
+    at: now,
+    key,
+    policy: limit.policy,
+    source,
+    cost,
+  }
+}

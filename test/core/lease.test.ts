@@ -1,0 +1,121 @@
+import { Limiter, MemoryStore, RedisStore, type Store, TollgateError } from '@tollgate/core'
+import { escapeGlob, keysWithoutTtl, scanKeys, testPrefix } from '../harness/redis'
+import { useRedis } from '../harness/use-redis'
+
+// The `lease` option at construction: what it accepts, what it refuses by name, and that it changes
+// nothing on a store in this process.
+
+const db = useRedis()
+const redis = () => new RedisStore({ client: db.client })
+
+describe('lease is validated at construction', () => {
+  it.each([
+    [1, /Invalid option "lease": expected true, false or \{ maxShare \}, got 1 \(number\)/],
+    ['yes', /"lease".*"yes" \(string\)/],
+    [{ maxShare: 0 }, /"lease\.maxShare": expected a number in \(0, 1\], got 0/],
+    [{ maxShare: 1.5 }, /"lease\.maxShare".*1\.5/],
+    [{ maxShare: '0.5' }, /"lease\.maxShare".*"0\.5" \(string\)/],
+    [{ share: 0.5 }, /"lease".*no "share"/],
+  ])('refuses lease %p', (lease, message) => {
+    expect(() => new Limiter({ lease: lease as never, store: redis() })).toThrow(message)
+  })
+
+  it.each(['sliding-window', 'sliding-log', 'concurrency'] as const)('refuses lease with algorithm "%s", naming both', (algorithm) => {
+    const build = () => new Limiter({ lease: true, algorithm, store: redis() })
+    expect(build).toThrow(TollgateError)
+    expect(build).toThrow(new RegExp(`"lease".*algorithm "${algorithm}"`))
+  })
+
+  it.each([
+    ['limits', { limits: [{ max: 5, window: '1s' }] }, /"lease": not with "limits"/],
+    ['a window function', { window: () => '1s' }, /"lease": not with a "window" function/],
+    ['actualCost', { actualCost: () => 1 }, /"lease": not with "actualCost"/],
+    ['skipFailedRequests', { skipFailedRequests: true }, /"lease": not with "skipFailedRequests"/],
+    ['skipSuccessfulRequests', { skipSuccessfulRequests: true }, /"lease": not with "skipSuccessfulRequests"/],
+  ])('refuses lease with %s, saying why', (_name, options, message) => {
+    expect(() => new Limiter({ lease: true, store: redis(), ...(options as object) })).toThrow(message)
+  })
+
+  it('refuses a remote store without lease() and endLease()', () => {
+    const store: Store = { local: false, admit: () => ({ allowed: true, values: [0, 1] }), refund: () => {}, forget: () => {} }
+    expect(() => new Limiter({ lease: true, store })).toThrow(/"lease": not with this store: it has no lease\(\) and endLease\(\)/)
+  })
+
+  it('accepts true, false and { maxShare } with the fixed window and GCRA, and never mutates the options', () => {
+    const options = { lease: { maxShare: 0.25 }, store: redis() }
+    expect(new Limiter(options).config.lease).toEqual({ maxShare: 0.25 })
+    expect(options.lease).toEqual({ maxShare: 0.25 })
+    expect(new Limiter({ lease: true, store: redis() }).config.lease).toEqual({ maxShare: 0.5 })
+    expect(new Limiter({ lease: true, algorithm: 'gcra', store: redis() }).config.lease).toEqual({ maxShare: 0.5 })
+    expect(new Limiter({ lease: false, store: redis() }).config.lease).toBeUndefined()
+  })
+})
+
+describe('lease on the memory store', () => {
+  it('is a no-op: the same decisions as without it, one by one', async () => {
+    let now = 1_700_000_000_000
+    const clock = () => now
+    const leased = new Limiter({ max: 5, window: '1s', lease: true, clock, store: new MemoryStore() })
+    const plain = new Limiter({ max: 5, window: '1s', clock, store: new MemoryStore() })
+    expect(leased.config.lease).toBeUndefined()
+    for (let i = 0; i < 12; i++) {
+      if (i === 7) now += 1000
+      const a = leased.consume('c')
+      const b = plain.consume('c')
+      expect(a).toEqual(b)
+    }
+    await leased.close()
+  })
+})
+
+describe('lease on Redis, one process', () => {
+  it('admits exactly max of 500 concurrent requests, decided from slices, and Redis counts every grant', async () => {
+    const prefix = testPrefix('lease-core')
+    const limiter = new Limiter({ max: 200, window: '1m', prefix, lease: true, store: redis() })
+    const decisions = await Promise.all(Array.from({ length: 500 }, () => limiter.consume('c')))
+    expect(decisions.filter((d) => d.allowed)).toHaveLength(200)
+    const [key] = await scanKeys(db.client, `${escapeGlob(prefix)}{c}:[0-9]*`).then((keys) => keys.filter((k) => /:\d+$/.test(k)))
+    expect(Number(await db.client.get(key!))).toBe(200)
+    // Refused ones come from the over-limit knowledge, without a round trip.
+    expect((await limiter.consume('c')).source).toBe('cache')
+    expect(await keysWithoutTtl(db.client, prefix)).toEqual([])
+    await limiter.close()
+  })
+
+  it('reports remaining as its slice plus what Redis had left, and gives unspent units back on close', async () => {
+    const prefix = testPrefix('lease-core')
+    const limiter = new Limiter({ max: 1000, window: '1m', prefix, lease: true, store: redis() })
+    for (let i = 0; i < 50; i++) await limiter.consume('c')
+    const d = await limiter.consume('c')
+    expect(d.allowed).toBe(true)
+    expect(d.remaining).toBe(1000 - 51)
+    const key = (await scanKeys(db.client, `${escapeGlob(prefix)}*`)).find((k) => /:\d+$/.test(k))!
+    expect(Number(await db.client.get(key))).toBeGreaterThan(51)
+    await limiter.close()
+    expect(Number(await db.client.get(key))).toBe(51)
+  })
+
+  it('gives an idle key its unspent units back on its own', async () => {
+    const prefix = testPrefix('lease-core')
+    const limiter = new Limiter({ max: 1000, window: '400ms', prefix, lease: true, store: redis() })
+    // Early in a window, so the give-back (after 100 ms idle) falls in the same window.
+    await new Promise((r) => setTimeout(r, 400 - (Date.now() % 400) + 5))
+    for (let i = 0; i < 20; i++) await limiter.consume('c')
+    const key = (await scanKeys(db.client, `${escapeGlob(prefix)}*`)).find((k) => /:\d+$/.test(k))!
+    expect(Number(await db.client.get(key))).toBeGreaterThan(20)
+    await new Promise((r) => setTimeout(r, 250))
+    expect(Number(await db.client.get(key))).toBe(20)
+    await limiter.close()
+  })
+
+  it('leases GCRA units: at most the burst at once', async () => {
+    const prefix = testPrefix('lease-core')
+    const limiter = new Limiter({ max: 100, window: '1m', algorithm: 'gcra', burst: 30, prefix, lease: true, store: redis() })
+    const decisions = await Promise.all(Array.from({ length: 100 }, () => limiter.consume('c')))
+    expect(decisions.filter((d) => d.allowed)).toHaveLength(30)
+    const refused = decisions.find((d) => !d.allowed)!
+    expect(refused.retryAfterMs).toBeGreaterThan(0)
+    expect(await keysWithoutTtl(db.client, prefix)).toEqual([])
+    await limiter.close()
+  })
+})
