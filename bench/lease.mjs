@@ -555,7 +555,7 @@ async function main() {
       )
     }
     md.push('')
-    // Targets (issue 41): the leased case against the memory case, cycle by cycle.
+    // The leasing targets: the leased case against the memory case, cycle by cycle.
     const byCycle = (id, paced) => S[id].filter((r) => r.paced === paced)
     if (S['tollgate-lease'] && S['tollgate-memory']) {
       for (const paced of [true, false]) {
@@ -584,7 +584,7 @@ async function main() {
           all: Math.max(...d99) <= 0.3,
         })
       }
-      md.push('Targets (issue 41), the leased case against the memory case in the same cycle, median (min–max) over cycles:')
+      md.push('Targets, the leased case against the memory case in the same cycle, median (min–max) over cycles:')
       md.push('')
       md.push('| target | measured | met (median) | met (every cycle) |')
       md.push('|---|--:|---|---|')
