@@ -11,7 +11,8 @@
 //
 // The primary prints `READY <case> pid=<pid> workers=<pids>` once every worker listens (or `SKIP <why>`
 // and exits 3 when the case's library is missing). Each `stats` line on its stdin is answered with
-// `STATS {json}`: { admitted: { <window index>: n } }, summed over the workers. The workers' own output
+// `STATS {json}`: { admitted: { <window index>: n } }, summed over the workers, and with --count the
+// limiter's own time per request since the last request, { n, p50, p99, p999 } in µs over every worker's samples. The workers' own output
 // goes to the primary's stderr. The primary stops its workers by PID and exits when stdin ends (the
 // runner went away) or on SIGTERM/SIGINT; a worker exits when its primary goes.
 import cluster from 'node:cluster'
@@ -35,6 +36,16 @@ if (!values.case || !values.port || !(Number.isInteger(workers) && workers >= 1)
     'usage: node bench/servers/cluster.mjs --workers N --case <case> --port <port> [--max N --window-ms MS --redis URL --prefix P] [--count]\n',
   )
   process.exit(2)
+}
+
+/** Samples of the limiter's time a worker keeps between two stats requests. */
+const MAX_TIMES = 200_000
+
+/** The limiter's time per request over the workers' samples, in µs: { n, p50, p99, p999 }. */
+function quantiles(times) {
+  times.sort((a, b) => a - b)
+  const at = (q) => (times.length === 0 ? null : Math.round(times[Math.min(times.length - 1, Math.floor(q * times.length))] * 10_000) / 10)
+  return { n: times.length, p50: at(0.5), p99: at(0.99), p999: at(0.999) }
 }
 
 if (cluster.isPrimary) primary()
@@ -85,9 +96,10 @@ function primary() {
         const p = pending.get(m.id)
         if (p === undefined) return
         for (const [win, n] of Object.entries(m.stats)) p.admitted[win] = (p.admitted[win] ?? 0) + n
+        for (const t of m.times ?? []) p.times.push(t)
         if (--p.left === 0) {
           pending.delete(m.id)
-          process.stdout.write(`STATS ${JSON.stringify({ admitted: p.admitted })}\n`)
+          process.stdout.write(`STATS ${JSON.stringify({ admitted: p.admitted, limiter: quantiles(p.times) })}\n`)
         }
       }
     })
@@ -107,7 +119,7 @@ function primary() {
       if (line !== 'stats') continue
       const id = nextId++
       const all = Object.values(cluster.workers ?? {})
-      pending.set(id, { left: all.length, admitted: {} })
+      pending.set(id, { left: all.length, admitted: {}, times: [] })
       for (const w of all) w.send({ stats: true, id })
     }
   })
@@ -129,6 +141,7 @@ async function worker() {
     prefix: values.prefix,
   }
   const admitted = new Map() // window index -> requests admitted
+  const times = [] // ms the limiter took per admitted request, since the last stats request
   let app
   if (!values.count) app = await buildApp(args.caseName, args)
   else {
@@ -136,7 +149,16 @@ async function worker() {
     app = express()
     app.set('trust proxy', 'loopback')
     const limiter = await limiterFor(args.caseName, args)
-    if (limiter) app.use(limiter)
+    // The limiter's own time per request, from entering its middleware to its next(): what a request
+    // waits for the decision, apart from the load generator's and the machine's queues.
+    if (limiter)
+      app.use((req, res, next) => {
+        const t0 = performance.now()
+        limiter(req, res, (err) => {
+          if (times.length < MAX_TIMES) times.push(performance.now() - t0)
+          next(err)
+        })
+      })
     app.use((req, _res, next) => {
       const at = typeof req.rateLimit?.at === 'number' ? req.rateLimit.at : Date.now()
       const w = Math.floor(at / args.windowMs)
@@ -155,7 +177,9 @@ async function worker() {
     process.send({ ready: true })
   })
   process.on('message', (m) => {
-    if (m?.stats) process.send({ stats: Object.fromEntries(admitted), id: m.id })
+    if (m?.stats) {
+      process.send({ stats: Object.fromEntries(admitted), times: times.splice(0), id: m.id })
+    }
   })
   process.on('disconnect', () => {
     server.close()
