@@ -74,6 +74,25 @@ describe('fixed window leases', () => {
     expect(Number(await db.client.get(key))).toBe(30)
   })
 
+  it('keeps saying the key was lost to a process that never got that reply, without putting its units back twice', async () => {
+    // The client resent the process's call after Redis came back, and the call ran there, but its reply
+    // came after the process's deadline: the process asks again still holding its units.
+    const store = new RedisStore({ client: db.client, timeout: '2s' })
+    const stem = `${testPrefix('lease')}{k}`
+    const key = `${stem}:${Math.floor(NOW / W)}`
+    await store.lease(request(stem, 100, 30, 'a'))
+    await db.client.del(key, `${key}:lessees`, `${key}:lessee:a`)
+    await store.lease(request(stem, 100, 30, 'a', { held: 30 })) // the reply the process never read
+    const again = await store.lease(request(stem, 100, 30, 'a', { held: 30 }))
+    expect(again).toMatchObject({ granted: 0, restarted: true })
+    expect(Number(await db.client.get(key))).toBe(30)
+    // Once the process holds nothing (it refused the key meanwhile), it leases again.
+    const later = await store.lease(request(stem, 100, 30, 'a'))
+    expect(later).toMatchObject({ granted: 30, restarted: false })
+    expect(Number(await db.client.get(key))).toBe(60)
+    expect(await keysWithoutTtl(db.client, stem)).toEqual([])
+  })
+
   it('adds units admitted off-book before granting', async () => {
     const store = new RedisStore({ client: db.client, timeout: '2s' })
     const stem = `${testPrefix('lease')}{k}`

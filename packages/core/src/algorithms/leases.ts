@@ -40,6 +40,10 @@ export function leaseArgs(r: LeaseRequest): (string | number)[] {
 /**
  * The lessee half shared by both scripts: the marker is made (and the lessee counted) at a process's
  * first grant under it; missing while the process holds units (`held` > 0) means Redis lost the key.
+ * The marker made then says so ('lost') until the process asks holding nothing: a call of the process
+ * that Redis ran after the loss but whose reply the process never got (its deadline ran out while the
+ * client resent it) must not leave a marker that hides the loss from the process's next call
+ * (restarted = 2: the units were put back already, by that call).
  * `sliding`: the keys' TTL runs from now (GCRA), so every grant sets it again. For the fixed window it
  * is the window's end plus the margin whenever it is set, so the counter's and the marker's are set
  * once, when the marker is made: the grants of a hot key then run no command that would change nothing.
@@ -48,15 +52,18 @@ const luaLessee = (sliding: boolean) => `
 local max, asked, share = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
 local ttl, held, adjust = ARGV[4], tonumber(ARGV[5]), tonumber(ARGV[6])
 local restarted = 0
-local fresh = not redis.call('GET', KEYS[3])
+local marker = redis.call('GET', KEYS[3])
+local fresh = not marker
 if fresh then
   if held > 0 then restarted = 1 end
   redis.call('INCRBY', KEYS[2], 1)
+elseif marker == 'lost' and held > 0 then
+  restarted = 2
 end
-if fresh or ${sliding} then
-  redis.call('PEXPIRE', KEYS[2], ttl)
-  redis.call('SET', KEYS[3], '1', 'PX', ttl)
-end
+local value = '1'
+if restarted > 0 then value = 'lost' end
+if fresh or ${sliding} then redis.call('PEXPIRE', KEYS[2], ttl) end
+if fresh or ${sliding} or marker ~= value then redis.call('SET', KEYS[3], value, 'PX', ttl) end
 local lessees = tonumber(redis.call('GET', KEYS[2]) or '1')
 if lessees < 1 then lessees = 1 end
 local function slice(left)
@@ -77,6 +84,7 @@ end`
  */
 export const LEASE_FIXED_SCRIPT = `${luaLessee(false)}
 if restarted == 1 then adjust = adjust + held end
+if restarted > 0 then restarted = 1 end
 if adjust > 0 then
   redis.call('INCRBY', KEYS[1], adjust)
   redis.call('PEXPIRE', KEYS[1], ttl)
@@ -181,7 +189,7 @@ export function leaseGrantOf(reply: unknown): LeaseGrant | undefined {
   if (!Array.isArray(reply) || reply.length !== 5 || !reply.every((v) => typeof v === 'number' && Number.isSafeInteger(v))) return undefined
   const [granted, left, lessees, restarted, waitMs] = reply as number[]
   if (granted! < 0 || left! < 0 || lessees! < 1) return undefined
-  return { granted: granted!, left: left!, lessees: lessees!, restarted: restarted === 1, waitMs: waitMs! }
+  return { granted: granted!, left: left!, lessees: lessees!, restarted: restarted! > 0, waitMs: waitMs! }
 }
 
 /**
