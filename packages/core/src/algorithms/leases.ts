@@ -193,11 +193,14 @@ export function leaseGrantOf(reply: unknown): LeaseGrant | undefined {
 }
 
 /**
- * How many units to ask for: the recent rate (units per ms) over a tenth of the window, at most one
- * second of traffic, at least what the request needs. Slices then cover many requests on a busy key
- * and one on a quiet one; Redis shrinks them further as the window's quota runs out.
+ * How many units to ask for: the recent rate (units per ms) over a third of the window, at most three
+ * seconds of traffic, at least what the request needs. Slices then cover many requests on a busy key
+ * (a grant runs a handful of commands, however many units it carries) and one on a quiet one; Redis
+ * shrinks them further as the
+ * window's quota runs out and as more processes lease the key, so a larger ask never takes more than
+ * its share near the limit.
  */
 export function unitsToAsk(ratePerMs: number, windowMs: number, need: number): number {
-  const span = Math.min(windowMs / 10, 1000)
+  const span = Math.min(windowMs / 3, 3000)
   return Math.max(need, 1, Math.ceil(ratePerMs * span))
 }
