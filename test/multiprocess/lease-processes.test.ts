@@ -82,43 +82,51 @@ async function flood(prefix: string, rate: number, windows: number, during?: (st
 
 const until = (at: number) => new Promise((r) => setTimeout(r, Math.max(0, at - Date.now())))
 
-it(`${PROCESSES} processes flooding one key never admit more than max per window, through a 200 ms stall and a restart`, async () => {
-  const prefix = testPrefix('lease-mp')
-  const counted: Record<string, number> = {}
-  const { total, first } = await flood(prefix, 1500, 4, async (startAt) => {
-    const first = Math.floor(startAt / WINDOW_MS)
-    // Window 0 is over: Redis's own count of it, before anything happens to Redis.
-    await until(startAt + WINDOW_MS + 100)
-    counted[first] = Number(await client.get(`${prefix}{hot}:${first}`))
-    // A 200 ms stall in window 1, while the processes hold slices and the window still has quota left (the
-    // flood, three times the limit, spends it by a third of the window).
-    await until(startAt + WINDOW_MS + 0.1 * WINDOW_MS)
-    server.freeze()
-    await new Promise((r) => setTimeout(r, 200))
-    server.thaw()
-    await until(startAt + 2 * WINDOW_MS + 100)
-    counted[first + 1] = Number(await client.get(`${prefix}{hot}:${first + 1}`))
-    // A restart early in window 2, quota still left: Redis comes back empty.
-    await until(startAt + 2 * WINDOW_MS + 0.1 * WINDOW_MS)
-    await server.restart()
-  })
-  console.info(`max ${MAX} per ${WINDOW_MS} ms: admitted per window ${JSON.stringify(total)}; Redis counted ${JSON.stringify(counted)}`)
-  expect(Object.keys(total)).toHaveLength(4)
-  for (const w of Object.keys(total)) expect([w, total[w]! <= MAX]).toEqual([w, true])
-  // The window before anything happened admitted what Redis counted, all of it granted.
-  expect(total[first]).toBeLessThanOrEqual(counted[first]!)
-  expect(counted[first]).toBe(MAX)
-  expect(counted[first + 1]).toBeLessThanOrEqual(MAX)
-  expect(total[first + 1]).toBeLessThanOrEqual(counted[first + 1]!)
-}, FLOOD_LIMIT_MS + 20_000)
+it(
+  `${PROCESSES} processes flooding one key never admit more than max per window, through a 200 ms stall and a restart`,
+  async () => {
+    const prefix = testPrefix('lease-mp')
+    const counted: Record<string, number> = {}
+    const { total, first } = await flood(prefix, 1500, 4, async (startAt) => {
+      const first = Math.floor(startAt / WINDOW_MS)
+      // Window 0 is over: Redis's own count of it, before anything happens to Redis.
+      await until(startAt + WINDOW_MS + 100)
+      counted[first] = Number(await client.get(`${prefix}{hot}:${first}`))
+      // A 200 ms stall in window 1, while the processes hold slices and the window still has quota left (the
+      // flood, three times the limit, spends it by a third of the window).
+      await until(startAt + WINDOW_MS + 0.1 * WINDOW_MS)
+      server.freeze()
+      await new Promise((r) => setTimeout(r, 200))
+      server.thaw()
+      await until(startAt + 2 * WINDOW_MS + 100)
+      counted[first + 1] = Number(await client.get(`${prefix}{hot}:${first + 1}`))
+      // A restart early in window 2, quota still left: Redis comes back empty.
+      await until(startAt + 2 * WINDOW_MS + 0.1 * WINDOW_MS)
+      await server.restart()
+    })
+    console.info(`max ${MAX} per ${WINDOW_MS} ms: admitted per window ${JSON.stringify(total)}; Redis counted ${JSON.stringify(counted)}`)
+    expect(Object.keys(total)).toHaveLength(4)
+    for (const w of Object.keys(total)) expect([w, total[w]! <= MAX]).toEqual([w, true])
+    // The window before anything happened admitted what Redis counted, all of it granted.
+    expect(total[first]).toBeLessThanOrEqual(counted[first]!)
+    expect(counted[first]).toBe(MAX)
+    expect(counted[first + 1]).toBeLessThanOrEqual(MAX)
+    expect(total[first + 1]).toBeLessThanOrEqual(counted[first + 1]!)
+  },
+  FLOOD_LIMIT_MS + 20_000,
+)
 
-it('at twice the limit, steady, they admit at least 98% of max in every window', async () => {
-  const prefix = testPrefix('lease-mp')
-  // 4 × 500 a second = 2,000 a second against 2,000 per 2 s.
-  const { total, first } = await flood(prefix, 500, 3)
-  console.info(`max ${MAX} per ${WINDOW_MS} ms, offered twice that: admitted per window ${JSON.stringify(total)}`)
-  for (let w = first; w < first + 3; w++) {
-    expect(total[w]).toBeLessThanOrEqual(MAX)
-    expect([w, total[w]! >= 0.98 * MAX]).toEqual([w, true])
-  }
-}, FLOOD_LIMIT_MS + 20_000)
+it(
+  'at twice the limit, steady, they admit at least 98% of max in every window',
+  async () => {
+    const prefix = testPrefix('lease-mp')
+    // 4 × 500 a second = 2,000 a second against 2,000 per 2 s.
+    const { total, first } = await flood(prefix, 500, 3)
+    console.info(`max ${MAX} per ${WINDOW_MS} ms, offered twice that: admitted per window ${JSON.stringify(total)}`)
+    for (let w = first; w < first + 3; w++) {
+      expect(total[w]).toBeLessThanOrEqual(MAX)
+      expect([w, total[w]! >= 0.98 * MAX]).toEqual([w, true])
+    }
+  },
+  FLOOD_LIMIT_MS + 20_000,
+)
