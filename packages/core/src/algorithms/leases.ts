@@ -78,9 +78,11 @@ end`
  * The off-book units (`adjust`) go into the count first. After a loss (restarted) the units this
  * process holds go back into the count too, so the processes that lease next see them, and nothing is
  * granted: the process refuses the key until the window ends (it cannot know what the others hold).
- * Otherwise the grant is min(asked, floor(left × share / lessees)), at least 1 while anything is left,
- * counted into the key with INCRBY (and its TTL set when the INCRBY made the key; whoever made it
- * before set the same one). Reply: {granted, left after, lessees, restarted, 0}.
+ * Otherwise the grant is min(asked, floor(left × share / lessees)), at least 1 while anything is left.
+ * The ask is counted first (INCRBY, which returns the count before it too) and what was not granted taken
+ * back (DECRBY): far from the limit the grant is the ask, and a hot key's grant runs one command on the
+ * count instead of a GET and an INCRBY. The count's TTL is set when the count was 0 (the INCRBY may have
+ * made the key; whoever made it before set the same one). Reply: {granted, left after, lessees, restarted, 0}.
  */
 export const LEASE_FIXED_SCRIPT = `${luaLessee(false)}
 if restarted == 1 then adjust = adjust + held end
@@ -89,15 +91,16 @@ if adjust > 0 then
   redis.call('INCRBY', KEYS[1], adjust)
   redis.call('PEXPIRE', KEYS[1], ttl)
 end
-local stored = redis.call('GET', KEYS[1])
-local count = tonumber(stored or '0')
-local left = max - count
-local granted = 0
-if restarted == 0 and left >= 1 and asked >= 1 then
-  granted = slice(left)
-  redis.call('INCRBY', KEYS[1], granted)
-  if not stored then redis.call('PEXPIRE', KEYS[1], ttl) end
+local granted, left = 0, 0
+if restarted == 0 and asked >= 1 then
+  local count = redis.call('INCRBY', KEYS[1], asked) - asked
+  if count == 0 then redis.call('PEXPIRE', KEYS[1], ttl) end
+  left = max - count
+  if left >= 1 then granted = slice(left) end
+  if granted < asked then redis.call('DECRBY', KEYS[1], asked - granted) end
   left = left - granted
+else
+  left = max - tonumber(redis.call('GET', KEYS[1]) or '0')
 end
 if left < 0 then left = 0 end
 return {granted, left, lessees, restarted, 0}`
