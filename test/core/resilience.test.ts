@@ -61,6 +61,15 @@ function setup(store: Store, options: { algorithm?: AlgorithmName; limits?: Limi
   return { limiter, logs, events }
 }
 
+/** A limiter of max 1000 per hour on `store`, with its log lines and a clock the test moves (`time.now`). */
+function onMovingClock(store: Store) {
+  const time = { now: 1_800_000_000_000 }
+  const logs: string[] = []
+  const logger: Logger = { warn: (m) => void logs.push(`warn: ${m}`), error: (m) => void logs.push(`error: ${m}`) }
+  const limiter = new Limiter({ max: 1000, window: '1h', store, clock: () => time.now, logger })
+  return { limiter, logs, time }
+}
+
 async function admitted(limiter: Limiter, key: string, n: number): Promise<Decision[]> {
   const out: Decision[] = []
   for (let i = 0; i < n; i++) out.push(await limiter.consume(key))
@@ -128,23 +137,15 @@ describe('failures stay where they happen', () => {
 
   it('logs one error when a node goes down and one notice when it is back, however many requests meet it', async () => {
     const store = new FlakyStore(false)
-    let now = 1_800_000_000_000
-    const logs: string[] = []
-    const limiter = new Limiter({
-      max: 1000,
-      window: '1h',
-      store,
-      clock: () => now,
-      logger: { warn: (m) => void logs.push(`warn: ${m}`), error: (m) => void logs.push(`error: ${m}`) },
-    })
+    const { limiter, logs, time } = onMovingClock(store)
     store.failing.add('node-a')
     for (let i = 0; i < 50; i++) {
       await limiter.consume(`a${i}`)
       await limiter.consume(`b${i}`)
-      now += 100 // past the circuit's retry time several times
+      time.now += 100 // past the circuit's retry time several times
     }
     store.failing.clear()
-    now += 2000
+    time.now += 2000
     for (let i = 0; i < 10; i++) expect((await limiter.consume(`a${i}`)).source).toBe('store')
     expect(logs).toEqual([
       expect.stringMatching(/^error: Tollgate: the store failed on node node-a/),
@@ -156,27 +157,19 @@ describe('failures stay where they happen', () => {
     // Calls sent while a node comes back may run out of time after a later call got its answer: old
     // news, which must not log a second outage and a second recovery for one restart.
     const store = new FlakyStore(false)
-    let now = 1_800_000_000_000
-    const logs: string[] = []
-    const limiter = new Limiter({
-      max: 1000,
-      window: '1h',
-      store,
-      clock: () => now,
-      logger: { warn: (m) => void logs.push(`warn: ${m}`), error: (m) => void logs.push(`error: ${m}`) },
-    })
+    const { limiter, logs, time } = onMovingClock(store)
     const recoveries: unknown[] = []
     limiter.on('recover', (node) => void recoveries.push(node))
     store.failing.add('*')
     expect((await limiter.consume('a1')).source).toBe('fallback')
     store.failing.clear()
-    now += 2000 // past the circuit's retry time
+    time.now += 2000 // past the circuit's retry time
     store.holding = true
     const early = limiter.consume('a2') // sent before the node answers, answered after
     store.holding = false
-    now += 10
+    time.now += 10
     expect((await limiter.consume('a3')).source).toBe('store')
-    now += 40
+    time.now += 40
     store.held[0]!(new Error('Redis did not answer within 50 ms'))
     expect((await early).source).toBe('fallback') // its own request is still decided by the policy
     expect((await limiter.consume('a4')).source).toBe('store') // and the circuit stayed closed
