@@ -108,6 +108,62 @@ describe('lease on Redis, one process', () => {
     await limiter.close()
   })
 
+  it("leases a busy key's next window just before it starts: the first request there needs no round trip", async () => {
+    const prefix = testPrefix('lease-core')
+    const start = 1_700_000_000_000 // a window's start, for 1 s windows
+    let now = start
+    const limiter = new Limiter({ max: 1000, window: '1s', prefix, lease: true, clock: () => now, store: redis() })
+    for (let i = 0; i < 50; i++) {
+      expect((await limiter.consume('c')).allowed).toBe(true)
+      now += 10
+    }
+    await new Promise((r) => setTimeout(r, 50)) // an early grant for this window lands
+    const nextKey = `${prefix}{c}:${start / 1000 + 1}`
+    now = start + 700 // 300 ms before the end: not yet (it is asked for at most a quarter of the window ahead)
+    expect((await limiter.consume('c')).allowed).toBe(true)
+    await new Promise((r) => setTimeout(r, 50))
+    expect(await db.client.exists(nextKey)).toBe(0)
+    now = start + 990
+    expect((await limiter.consume('c')).allowed).toBe(true)
+    await new Promise((r) => setTimeout(r, 50))
+    const granted = Number(await db.client.get(nextKey))
+    expect(granted).toBeGreaterThan(1)
+    expect(await db.client.pttl(nextKey)).toBeGreaterThan(1000)
+    now = start + 1005
+    const first = limiter.consume('c')
+    expect(first).not.toBeInstanceOf(Promise)
+    expect(first).toMatchObject({ allowed: true, remaining: 1000 - 1 })
+    // Nothing more was asked for: the request spent a unit of the grant made ahead.
+    expect(Number(await db.client.get(nextKey))).toBe(granted)
+    await limiter.close()
+    expect(Number(await db.client.get(nextKey))).toBe(1)
+    expect(await keysWithoutTtl(db.client, prefix)).toEqual([])
+  })
+
+  it('lets a grant made ahead lapse when the key goes quiet before its window', async () => {
+    const prefix = testPrefix('lease-core')
+    const start = 1_700_000_000_000
+    let now = start
+    const limiter = new Limiter({ max: 1000, window: '1s', prefix, lease: true, clock: () => now, store: redis() })
+    for (let i = 0; i < 50; i++) {
+      await limiter.consume('c')
+      now += 10
+    }
+    now = start + 990
+    await new Promise((r) => setTimeout(r, 50))
+    await limiter.consume('c')
+    await new Promise((r) => setTimeout(r, 50))
+    const nextKey = `${prefix}{c}:${start / 1000 + 1}`
+    expect(Number(await db.client.get(nextKey))).toBeGreaterThan(1)
+    // Two windows on, the grant belongs to a window that is over: the slice starts empty and asks afresh.
+    now = start + 2005
+    const d = await limiter.consume('c')
+    expect(d).toMatchObject({ allowed: true, remaining: 999 })
+    expect(Number(await db.client.get(`${prefix}{c}:${start / 1000 + 2}`))).toBeGreaterThanOrEqual(1)
+    await limiter.close()
+    expect(await keysWithoutTtl(db.client, prefix)).toEqual([])
+  })
+
   it('leases GCRA units: at most the burst at once', async () => {
     const prefix = testPrefix('lease-core')
     const limiter = new Limiter({ max: 100, window: '1m', algorithm: 'gcra', burst: 30, prefix, lease: true, store: redis() })

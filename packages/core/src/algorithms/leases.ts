@@ -196,7 +196,7 @@ export function leaseGrantOf(reply: unknown): LeaseGrant | undefined {
 }
 
 /**
- * How many units to ask for: the recent rate (units per ms) over a third of the window, at most three
+ * How many units to ask for: the recent rate (units per ms) over half the window, at most five
  * seconds of traffic, at least what the request needs. Slices then cover many requests on a busy key
  * (a grant runs a handful of commands, however many units it carries) and one on a quiet one; Redis
  * shrinks them further as the
@@ -204,6 +204,6 @@ export function leaseGrantOf(reply: unknown): LeaseGrant | undefined {
  * its share near the limit.
  */
 export function unitsToAsk(ratePerMs: number, windowMs: number, need: number): number {
-  const span = Math.min(windowMs / 3, 3000)
+  const span = Math.min(windowMs / 2, 5000)
   return Math.max(need, 1, Math.ceil(ratePerMs * span))
 }

@@ -11,8 +11,14 @@ import type { Resilience } from '../resilience'
 /** Keys a limiter keeps a slice for; past it, every slice is given back and the map starts over. */
 const MAX_SLICES = 32_768
 
-/** Ask for the next slice once this fraction of the current one is left, so a busy key rarely waits. */
-const PREFETCH_AT = 0.25
+/**
+ * The next slice is asked for once this fraction of the current one is left, or once what is left lasts
+ * fewer than LEAD_ROUND_TRIPS grant round trips at the recent rate, whichever comes first (but never
+ * before half of it is spent): a steady key never waits, and a burst rarely does, without asking again
+ * long before the slice runs out (each grant is a few commands in Redis, however many units it carries).
+ */
+const PREFETCH_AT = 0.1
+const LEAD_ROUND_TRIPS = 8
 
 /**
  * Grants one request may wait for before it is refused (each is one round trip). A grant is at least
@@ -41,6 +47,10 @@ interface Slice {
   lessees: number
   /** The last grant's size: the next is asked for once PREFETCH_AT of it is left. */
   size: number
+  /** The grants' round trip, ms, smoothed (see PREFETCH_AT). */
+  rtt: number
+  /** Fixed window: a grant for the next window, asked for just before it starts (see aheadOf). */
+  ahead: { readonly w: number; readonly granted: number; readonly remote: number; readonly lessees: number } | undefined
   /** Nothing more to grant until then (fixed window: the window's end; GCRA: until a unit fits). */
   emptyUntil: number
   /** Redis lost the key while this process held a slice: refused until then. */
@@ -139,8 +149,11 @@ export class Leases {
     }
     if (s.left < cost) return undefined
     s.left -= cost
-    if (s.inflight === undefined && s.left <= s.size * PREFETCH_AT && now >= s.emptyUntil && now >= s.spentUntil) {
-      if (!(this.resilience.degraded && this.resilience.isOpen(s.stem, now))) void this.grant(s, limit, 0, now)
+    if (s.inflight === undefined && !(this.resilience.degraded && this.resilience.isOpen(s.stem, now))) {
+      // Near the window's end the next window's slice is asked for instead: a slice of this one would lapse.
+      if (!this.gcra && s.ahead === undefined && s.rate > 0 && (s.w + 1) * limit.windowMs - now <= aheadOf(s, limit.windowMs)) {
+        void this.grant(s, limit, 0, now, true)
+      } else if (s.left <= prefetchAt(s) && now >= s.emptyUntil && now >= s.spentUntil) void this.grant(s, limit, 0, now)
     }
     const remaining = s.left + s.remote
     if (this.gcra) return gcraDecision(limit, remaining, cost, now, s.clientKey, true, 0, 'store')
@@ -173,8 +186,11 @@ export class Leases {
     return decision
   }
 
-  /** One grant for the slice, shared by every request that waits; resolves false when the store failed. */
-  private grant(s: Slice, limit: LimitSpec, need: number, now: number): Promise<boolean> {
+  /**
+   * One grant for the slice, shared by every request that waits; resolves false when the store failed.
+   * `next` (fixed window): a grant for the window after the slice's, kept in `ahead` until it starts.
+   */
+  private grant(s: Slice, limit: LimitSpec, need: number, now: number, next = false): Promise<boolean> {
     if (s.inflight !== undefined)
       return s.inflight.then(
         () => true,
@@ -192,18 +208,25 @@ export class Leases {
       algorithm: this.gcra ? 'gcra' : 'fixed-window',
       stem: s.stem,
       limit,
-      now,
-      asked: unitsToAsk(s.rate, limit.windowMs, Math.max(need, s.waiting) - s.left),
+      // The next window's keys are named by its start; the process holds nothing under them yet.
+      now: next ? (s.w + 1) * limit.windowMs : now,
+      asked: next ? unitsToAsk(s.rate, limit.windowMs, 1) : unitsToAsk(s.rate, limit.windowMs, Math.max(need, s.waiting) - s.left),
       maxShare: this.lease.maxShare,
-      held: s.granted,
-      adjust: this.gcra ? s.back : s.offBook,
+      held: next ? 0 : s.granted,
+      adjust: next ? 0 : this.gcra ? s.back : s.offBook,
       owner: this.owner,
     }
     let ok = true
     const inflight = this.store.lease!(request).then(
       (g) => {
         if (this.resilience.degraded) this.resilience.answered(s.stem)
-        if (!this.gcra && windowIndex(now, limit.windowMs) !== s.w) return // a late grant of an older window lapses
+        const rtt = Math.max(0, this.clock() - now)
+        s.rtt = s.rtt === 0 ? rtt : (s.rtt + rtt) / 2
+        if (!this.gcra) {
+          const w = windowIndex(request.now, limit.windowMs)
+          if (w === s.w + 1) s.ahead = { w, granted: g.granted, remote: g.left, lessees: g.lessees }
+          if (w !== s.w) return // a late grant of an older window lapses
+        }
         if (this.gcra) s.back -= request.adjust
         else s.offBook -= request.adjust
         s.lessees = g.lessees
@@ -251,6 +274,8 @@ export class Leases {
         remote: limit.max,
         lessees: 1,
         size: 0,
+        rtt: 0,
+        ahead: undefined,
         emptyUntil: 0,
         spentUntil: 0,
         lapseAt: 0,
@@ -266,18 +291,25 @@ export class Leases {
       }
       this.slices.set(clientKey, s)
       this.arm()
-    } else if (!this.gcra) {
-      const w = windowIndex(now, limit.windowMs)
-      if (w !== s.w) {
-        s.w = w
-        s.left = 0
-        s.granted = 0
-        s.size = 0
-        s.offBook = 0
-        s.remote = limit.max
-      }
-    }
+    } else if (!this.gcra) this.turn(s, windowIndex(now, limit.windowMs), limit.max)
     return s
+  }
+
+  /** Fixed window: moves the slice to window `w`, with the grant asked ahead for it if there is one; the last window's units lapse. */
+  private turn(s: Slice, w: number, max: number): void {
+    if (w === s.w) return
+    const a = s.ahead?.w === w ? s.ahead : undefined
+    s.ahead = undefined
+    s.w = w
+    s.offBook = 0
+    s.left = a?.granted ?? 0
+    s.granted = a?.granted ?? 0
+    s.size = a?.granted ?? 0
+    s.remote = a?.remote ?? max
+    if (a !== undefined) {
+      s.lessees = a.lessees
+      if (a.granted === 0) s.emptyUntil = (w + 1) * s.limit.windowMs
+    }
   }
 
   /** The idle timer: gives back the slices of keys unused for `idleMs`. It never holds the process open. */
@@ -304,6 +336,7 @@ export class Leases {
 
   /** Ends the slice's lease in Redis, giving back its unspent units (none of an older window: they lapsed with it). */
   private giveBack(s: Slice, now: number): Promise<void> {
+    if (!this.gcra) this.turn(s, windowIndex(now, this.windowMs), s.limit.max)
     const lessee = this.gcra ? now < s.markerUntil : s.granted > 0 && windowIndex(now, this.windowMs) === s.w
     if (!lessee) return Promise.resolve()
     const unspent = s.left + (this.gcra ? s.back : 0)
@@ -344,6 +377,20 @@ export class Leases {
     this.timer = undefined
     await this.giveBackAll()
   }
+}
+
+/** Units left in the slice at which the next is asked for (PREFETCH_AT). */
+function prefetchAt(s: Slice): number {
+  return Math.min(s.size * 0.5, Math.max(s.size * PREFETCH_AT, s.rate * s.rtt * LEAD_ROUND_TRIPS))
+}
+
+/**
+ * How long before its window ends the next window's slice is asked for: a few grant round trips, at
+ * least 20 ms, at most a quarter of the window. A key busy at the end of a window is then decided from
+ * a slice from the new window's first request, with no wait.
+ */
+function aheadOf(s: Slice, windowMs: number): number {
+  return Math.min(windowMs / 4, Math.max(20, s.rtt * LEAD_ROUND_TRIPS))
 }
 
 /** A GCRA decision from a lease: `remaining` units in this process's view, `waitMs` until one fits when refused. */
