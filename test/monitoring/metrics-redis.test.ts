@@ -1,6 +1,6 @@
 import { createServer, type Server } from 'node:http'
 import { metrics } from '@opentelemetry/api'
-import { RedisStore, rateLimit } from '@tollgate/express'
+import { Limiter, RedisStore, rateLimit } from '@tollgate/express'
 import express from 'express'
 import { Redis } from 'ioredis'
 import request from 'supertest'
@@ -106,4 +106,31 @@ it('counts decisions made while Redis is frozen with source "fallback", the time
   await agent.get('/').expect(200, 'store')
   expect(await sdk.value('tollgate.store.degraded_nodes', { 'tollgate.prefix': prefix })).toBe(0)
   expect(await sdk.value('tollgate.decisions', { 'tollgate.policy': 'outage', 'tollgate.source': 'store' })).toBe(2)
+})
+
+it('times the grants of a lease and its give-back at close, as operations lease and end_lease', async () => {
+  const now = Date.now()
+  const timed = async (operation: string) =>
+    sumWhere((await sdk.read()).get('tollgate.store.duration') ?? [], { 'tollgate.operation': operation })
+  const [leases, ends] = [await timed('lease'), await timed('end_lease')]
+  const store = new RedisStore({ client, timeout: '2s' })
+  const limiter = new Limiter({
+    max: 100,
+    window: '1 minute',
+    lease: true,
+    prefix: testPrefix('metrics-lease'),
+    store,
+    logger: quiet,
+    clock: () => now,
+  })
+  await sleep(20) // the limiter finds the global MeterProvider (it loads @opentelemetry/api with import())
+  for (let i = 0; i < 3; i++) expect((await limiter.consume('a')).allowed).toBe(true)
+  await limiter.close()
+  expect(await timed('lease')).toBeGreaterThan(leases)
+  expect(await timed('end_lease')).toBe(ends + 1)
+  const okLeases = sumWhere((await sdk.read()).get('tollgate.store.duration') ?? [], {
+    'tollgate.operation': 'lease',
+    'tollgate.outcome': 'ok',
+  })
+  expect(okLeases).toBe(await timed('lease'))
 })

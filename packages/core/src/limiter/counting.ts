@@ -78,6 +78,7 @@ export class Counting<Req> {
         ? new Leases(
             config.lease,
             config.store,
+            telemetry,
             this.parts,
             resilience,
             config.windowMs,

@@ -14,7 +14,17 @@ import {
 } from '../types'
 
 /** The store calls timed in `tollgate.store.duration`, as its `tollgate.operation` attribute names them. */
-export type StoreOperation = 'increment' | 'admit' | 'refund' | 'settle' | 'forget' | 'block' | 'blocked_until' | 'unblock'
+export type StoreOperation =
+  | 'increment'
+  | 'admit'
+  | 'refund'
+  | 'settle'
+  | 'forget'
+  | 'block'
+  | 'blocked_until'
+  | 'unblock'
+  | 'lease'
+  | 'end_lease'
 
 type StoreOutcome = 'ok' | 'error' | 'timeout'
 

@@ -7,6 +7,7 @@ import type { LeaseConfig } from '../../options/lease-option'
 import type { Decision, DecisionSource, LeaseRequest, LimitSpec, MaybePromise, Store, StoreErrorPolicy } from '../../types'
 import type { CallParts } from '../call-parts'
 import type { Resilience } from '../resilience'
+import type { Telemetry } from '../telemetry'
 
 /** Keys a limiter keeps a slice for; past it, every slice is given back and the map starts over. */
 const MAX_SLICES = 32_768
@@ -95,6 +96,8 @@ export class Leases {
   constructor(
     private readonly lease: LeaseConfig,
     private readonly store: Store,
+    /** Times the grants and give-backs (`tollgate.store.duration`, operations `lease` and `end_lease`). */
+    private readonly telemetry: Telemetry,
     private readonly parts: CallParts,
     private readonly resilience: Resilience,
     private readonly windowMs: number,
@@ -217,7 +220,7 @@ export class Leases {
       owner: this.owner,
     }
     let ok = true
-    const inflight = this.store.lease!(request).then(
+    const inflight = Promise.resolve(this.telemetry.timed('lease', s.stem, () => this.store.lease!(request))).then(
       (g) => {
         if (this.resilience.degraded) this.resilience.answered(s.stem)
         const rtt = Math.max(0, this.clock() - now)
@@ -343,20 +346,18 @@ export class Leases {
     const limit = s.limit
     s.left = 0
     s.granted = 0
-    return this.store.endLease!(
-      {
-        algorithm: this.gcra ? 'gcra' : 'fixed-window',
-        stem: s.stem,
-        limit,
-        now,
-        asked: 0,
-        maxShare: 0,
-        held: 0,
-        adjust: 0,
-        owner: this.owner,
-      },
-      unspent,
-    )
+    const request: LeaseRequest = {
+      algorithm: this.gcra ? 'gcra' : 'fixed-window',
+      stem: s.stem,
+      limit,
+      now,
+      asked: 0,
+      maxShare: 0,
+      held: 0,
+      adjust: 0,
+      owner: this.owner,
+    }
+    return Promise.resolve(this.telemetry.timed('end_lease', s.stem, () => this.store.endLease!(request, unspent)))
   }
 
   private giveBackAll(): Promise<unknown> {
