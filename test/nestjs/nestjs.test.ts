@@ -4,7 +4,7 @@ import { type Logger, MemoryStore, RedisStore, type Store, TollgateError } from 
 import { rateLimit as expressRateLimit } from '@tollgate/express'
 import { RateLimit, SkipRateLimit, TollgateGuard, TollgateLimits, TollgateModule, type TollgateModuleOptions } from '@tollgate/nestjs'
 import type { Redis } from 'ioredis'
-import { keysWithoutTtl, testPrefix } from '../harness/redis'
+import { escapeGlob, keysWithoutTtl, scanKeys, testPrefix } from '../harness/redis'
 import { useRedis } from '../harness/use-redis'
 import { get } from '../support/http'
 import { compileFixtures } from './compile'
@@ -266,5 +266,30 @@ describe('@tollgate/express RateLimit on a Nest controller', () => {
     // Nothing else went wrong: no second write after a refusal (ERR_HTTP_HEADERS_SENT).
     expect(logged).not.toContain('ERR_HTTP_HEADERS_SENT')
     expect(logged).not.toContain('Cannot set headers')
+  })
+})
+
+/** Waits until at least `ms` are left in the current window of `windowMs`, so a test's requests share one window. */
+async function earlyInWindow(windowMs: number, ms: number): Promise<void> {
+  const left = windowMs - (Date.now() % windowMs)
+  if (left < ms) await new Promise((r) => setTimeout(r, left + 5))
+}
+
+describe.each<Platform>(['express', 'fastify'])('lease on platform-%s', (platform) => {
+  it('app.close() gives back the units the module limit leased and did not spend', async () => {
+    const prefix = testPrefix(`nestjs-lease-${platform}`)
+    const { app, url } = await stacked.start(
+      platform,
+      stacked.stackedModule(tollgate('Redis', { max: 1000, window: '1m', prefix, lease: true })),
+    )
+    apps.push(app)
+    await earlyInWindow(60_000, 20_000)
+    // Real time, so the process sees a rate and asks for more than one unit at a time.
+    for (let i = 0; i < 40; i++) expect((await get(`${url}/dogs`)).status).toBe(200)
+    const [key] = (await scanKeys(db.client, `${escapeGlob(prefix)}*`)).filter((k) => /:\d+$/.test(k))
+    expect(Number(await db.client.get(key!))).toBeGreaterThan(40)
+    await app.close()
+    expect(Number(await db.client.get(key!))).toBe(40)
+    expect(await keysWithoutTtl(db.client, prefix)).toEqual([])
   })
 })

@@ -77,6 +77,7 @@ const plugin: FastifyPluginAsync<RateLimitOptions> = async (fastify, options) =>
   const global = limit(options, ADAPTER_KEYS, hooks)
   const runGlobal = asHook(global.run)
   const built = new WeakSet<object>()
+  const limiters = new Set([global.limiter])
   let warned = false
 
   // The first plugin of a scope names it; a second one in the same scope is reachable only through its requests.
@@ -87,7 +88,12 @@ const plugin: FastifyPluginAsync<RateLimitOptions> = async (fastify, options) =>
   // cost more than adding the three properties in the hook (`npm run bench -- instructions --symbols` counts both).
 
   // Route limits are built here, once per route, and run as hooks of their route.
-  fastify.addHook('onRoute', routeLimitBuilder(options, global.limiter.config, hooks, built))
+  fastify.addHook('onRoute', routeLimitBuilder(options, global.limiter.config, hooks, built, limiters))
+
+  // app.close(): the limiters give back what a `lease` holds, rather than let it lapse at the window's end.
+  fastify.addHook('onClose', async () => {
+    await Promise.all([...limiters].map((limiter) => limiter.close()))
+  })
 
   // The plugin's own limit is a hook of the scope, so it covers every route of the scope (however
   // the routes and the registration are ordered) and URLs no route matches.

@@ -1,4 +1,4 @@
-import { type Store, TollgateError } from '@tollgate/core'
+import { type Limiter, type Store, TollgateError } from '@tollgate/core'
 import { adapterChoice, nestedOptions } from '@tollgate/core/adapter'
 import type { FastifyReply, FastifyRequest, HookHandlerDoneFunction, RouteOptions } from 'fastify'
 import { type adapterHooks, asHook, limit, type RateLimitOptions, type RouteRateLimitOptions } from './hooks'
@@ -47,13 +47,15 @@ const routeLimits = new WeakMap<object, Entry>()
  * The plugin's onRoute hook: builds each route's own limit (`config.rateLimit`) once, when the route
  * is declared, counted the plugin's way (key, algorithm... and the plugin's store instance), and runs
  * it as a hook of its route. Routes naming the same `group` share one limit, built for the first.
- * `built` collects the route configs it has seen, so the plugin can warn about routes declared before it.
+ * `built` collects the route configs it has seen, so the plugin can warn about routes declared before it;
+ * `limiters` the limiters it builds, so the plugin can close them.
  */
 export function routeLimitBuilder(
   options: RateLimitOptions,
   parent: { readonly prefix: string; readonly store: Store },
   hooks: ReturnType<typeof adapterHooks>,
   built: WeakSet<object>,
+  limiters: Set<Limiter<FastifyRequest>>,
 ): (route: RouteOptions) => void {
   // fastify registers HEAD twins of GET routes with the same config object: they share one limit.
   const shared = new WeakMap<object, Map<string, Entry>>()
@@ -106,7 +108,9 @@ export function routeLimitBuilder(
     }
     // The plugin's store instance unless the route names one: the prefix keeps counts apart.
     merged.store ??= parent.store
-    const entry = { hook: hookOption(merged.hook), fn: asHook(limit(merged, ROUTE_KEYS, hooks).run) }
+    const made = limit(merged, ROUTE_KEYS, hooks)
+    limiters.add(made.limiter)
+    const entry = { hook: hookOption(merged.hook), fn: asHook(made.run) }
     if (group !== undefined) groups.set(group, { ...entry, own })
     return entry
   }

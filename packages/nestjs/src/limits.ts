@@ -86,6 +86,8 @@ export class TollgateLimits {
   private readonly options: TollgateModuleOptions
   private readonly hooks = nestHooks()
   private readonly decorated = new WeakMap<RateLimitMetadata, Limit>()
+  /** Every limiter built, for close(). */
+  private readonly limiters = new Set<Limiter<NestRequest>>()
 
   constructor(options: TollgateModuleOptions = {}) {
     // Anything but an object goes to the limiter as it is, for core's own message.
@@ -119,8 +121,14 @@ export class TollgateLimits {
     return limit
   }
 
+  /** Closes every limiter built (`limiter.close()`: a `lease` gives back what this process holds). */
+  async close(): Promise<void> {
+    await Promise.all([...this.limiters].map((limiter) => limiter.close()))
+  }
+
   private build(options: TollgateModuleOptions): Limit {
     const limiter = new Limiter<NestRequest>(options, this.hooks, ADAPTER_KEYS)
+    this.limiters.add(limiter)
     return { limiter, gate: createGate(limiter, io, (req, res, decision) => refuse(req, res, decision, limiter)) }
   }
 }

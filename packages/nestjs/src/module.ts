@@ -1,4 +1,13 @@
-import { type DynamicModule, Inject, Injectable, Module, type ModuleMetadata, type OnModuleInit, type Provider } from '@nestjs/common'
+import {
+  type DynamicModule,
+  Inject,
+  Injectable,
+  Module,
+  type ModuleMetadata,
+  type OnModuleDestroy,
+  type OnModuleInit,
+  type Provider,
+} from '@nestjs/common'
 import { APP_GUARD, DiscoveryModule, DiscoveryService } from '@nestjs/core'
 import { RATE_LIMIT, type RateLimitMetadata } from './decorators'
 import { TOLLGATE_LIMITS, TollgateGuard } from './guard'
@@ -20,9 +29,9 @@ export interface TollgateModuleAsyncOptions extends Pick<ModuleMetadata, 'import
 /**
  * Builds every `@RateLimit` limit of the app's controllers and providers when the app initializes,
  * so invalid options fail `app.init()`/`app.listen()` rather than a request, and warns about a
- * decorated controller the guard does not run on.
+ * decorated controller the guard does not run on. Closes them at `app.close()`.
  */
-class TollgateExplorer implements OnModuleInit {
+class TollgateExplorer implements OnModuleInit, OnModuleDestroy {
   constructor(
     private readonly discovery: DiscoveryService,
     private readonly limits: TollgateLimits,
@@ -48,6 +57,11 @@ class TollgateExplorer implements OnModuleInit {
         }
       }
     }
+  }
+
+  /** `app.close()`: the limiters give back what a `lease` holds, rather than let it lapse at the window's end. */
+  onModuleDestroy(): Promise<void> {
+    return this.limits.close()
   }
 }
 
