@@ -11,7 +11,8 @@
 //
 // The primary prints `READY <case> pid=<pid> workers=<pids>` once every worker listens (or `SKIP <why>`
 // and exits 3 when the case's library is missing). Each `stats` line on its stdin is answered with
-// `STATS {json}`: { admitted: { <window index>: n } }, summed over the workers, and with --count the
+// `STATS {json}`: { admitted: { <window index>: n }, offered: (the same, every request that reached the limiter, by arrival) },
+// summed over the workers, and with --count the
 // limiter's own time per request since the last request, { n, p50, p99, p999 } in µs over every worker's samples. The workers' own output
 // goes to the primary's stderr. The primary stops its workers by PID and exits when stdin ends (the
 // runner went away) or on SIGTERM/SIGINT; a worker exits when its primary goes.
@@ -96,10 +97,11 @@ function primary() {
         const p = pending.get(m.id)
         if (p === undefined) return
         for (const [win, n] of Object.entries(m.stats)) p.admitted[win] = (p.admitted[win] ?? 0) + n
+        for (const [win, n] of Object.entries(m.offered ?? {})) p.offered[win] = (p.offered[win] ?? 0) + n
         for (const t of m.times ?? []) p.times.push(t)
         if (--p.left === 0) {
           pending.delete(m.id)
-          process.stdout.write(`STATS ${JSON.stringify({ admitted: p.admitted, limiter: quantiles(p.times) })}\n`)
+          process.stdout.write(`STATS ${JSON.stringify({ admitted: p.admitted, offered: p.offered, limiter: quantiles(p.times) })}\n`)
         }
       }
     })
@@ -119,7 +121,7 @@ function primary() {
       if (line !== 'stats') continue
       const id = nextId++
       const all = Object.values(cluster.workers ?? {})
-      pending.set(id, { left: all.length, admitted: {}, times: [] })
+      pending.set(id, { left: all.length, admitted: {}, offered: {}, times: [] })
       for (const w of all) w.send({ stats: true, id })
     }
   })
@@ -141,6 +143,7 @@ async function worker() {
     prefix: values.prefix,
   }
   const admitted = new Map() // window index -> requests admitted
+  const offered = new Map() // window index -> requests that reached the limiter, by arrival
   const times = [] // ms the limiter took per admitted request, since the last stats request
   let app
   if (!values.count) app = await buildApp(args.caseName, args)
@@ -153,6 +156,8 @@ async function worker() {
     // waits for the decision, apart from the load generator's and the machine's queues.
     if (limiter)
       app.use((req, res, next) => {
+        const w = Math.floor(Date.now() / args.windowMs)
+        offered.set(w, (offered.get(w) ?? 0) + 1)
         const t0 = performance.now()
         limiter(req, res, (err) => {
           if (times.length < MAX_TIMES) times.push(performance.now() - t0)
@@ -178,7 +183,7 @@ async function worker() {
   })
   process.on('message', (m) => {
     if (m?.stats) {
-      process.send({ stats: Object.fromEntries(admitted), times: times.splice(0), id: m.id })
+      process.send({ stats: Object.fromEntries(admitted), offered: Object.fromEntries(offered), times: times.splice(0), id: m.id })
     }
   })
   process.on('disconnect', () => {
