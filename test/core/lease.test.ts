@@ -74,7 +74,7 @@ describe('lease on Redis, one process', () => {
     const limiter = new Limiter({ max: 200, window: '1m', prefix, lease: true, store: redis() })
     const decisions = await Promise.all(Array.from({ length: 500 }, () => limiter.consume('c')))
     expect(decisions.filter((d) => d.allowed)).toHaveLength(200)
-    const [key] = await scanKeys(db.client, `${escapeGlob(prefix)}{c}:[0-9]*`).then((keys) => keys.filter((k) => /:\d+$/.test(k)))
+    const [key] = await scanKeys(db.client, `${escapeGlob(prefix)}{c}:[0-9]*`).then((keys) => keys.filter((k) => /\}:\d+$/.test(k)))
     expect(Number(await db.client.get(key!))).toBe(200)
     // Refused ones come from the over-limit knowledge, without a round trip.
     expect((await limiter.consume('c')).source).toBe('cache')
@@ -89,7 +89,7 @@ describe('lease on Redis, one process', () => {
     const d = await limiter.consume('c')
     expect(d.allowed).toBe(true)
     expect(d.remaining).toBe(1000 - 51)
-    const key = (await scanKeys(db.client, `${escapeGlob(prefix)}*`)).find((k) => /:\d+$/.test(k))!
+    const key = (await scanKeys(db.client, `${escapeGlob(prefix)}*`)).find((k) => /\}:\d+$/.test(k))!
     expect(Number(await db.client.get(key))).toBeGreaterThan(51)
     await limiter.close()
     expect(Number(await db.client.get(key))).toBe(51)
@@ -101,7 +101,7 @@ describe('lease on Redis, one process', () => {
     // Early in a window, so the give-back (after 100 ms idle) falls in the same window.
     await new Promise((r) => setTimeout(r, 400 - (Date.now() % 400) + 5))
     for (let i = 0; i < 20; i++) await limiter.consume('c')
-    const key = (await scanKeys(db.client, `${escapeGlob(prefix)}*`)).find((k) => /:\d+$/.test(k))!
+    const key = (await scanKeys(db.client, `${escapeGlob(prefix)}*`)).find((k) => /\}:\d+$/.test(k))!
     expect(Number(await db.client.get(key))).toBeGreaterThan(20)
     await new Promise((r) => setTimeout(r, 250))
     expect(Number(await db.client.get(key))).toBe(20)

@@ -18,21 +18,27 @@ it('app.close() gives back what the plugin limit and a route limit leased and di
   const app = Fastify()
   await app.register(rateLimit, { max: 1000, window: '1m', prefix, lease: true, store: new RedisStore({ client: db.client }) })
   app.get('/', async () => 'ok')
-  app.get('/own', { config: { rateLimit: { max: 2000 } } }, async () => 'ok')
-  const url = await app.listen({ port: 0, host: '127.0.0.1' })
-  // Real time, so each limiter sees a rate and asks for more than one unit at a time.
-  for (let i = 0; i < 40; i++) {
-    expect((await get(url)).status).toBe(200)
-    expect((await get(`${url}/own`)).status).toBe(200)
+  app.get('/own', { config: { rateLimit: { max: 2000, window: '1m' } } }, async () => 'ok')
+  let closed = false
+  try {
+    const url = await app.listen({ port: 0, host: '127.0.0.1' })
+    // Real time, so each limiter sees a rate and asks for more than one unit at a time.
+    for (let i = 0; i < 40; i++) {
+      expect((await get(url)).status).toBe(200)
+      expect((await get(`${url}/own`)).status).toBe(200)
+    }
+    // The plugin's count (both routes) and the route's own: the counts, not the lessee markers.
+    const keys = (await scanKeys(db.client, `${escapeGlob(prefix)}*`)).filter((k) => /\}:\d+$/.test(k))
+    expect(keys).toHaveLength(2)
+    const counts = async () => (await Promise.all(keys.map((k) => db.client.get(k)))).map(Number).sort((a, b) => a - b)
+    const [own, plugin] = await counts()
+    expect(own).toBeGreaterThan(40)
+    expect(plugin).toBeGreaterThan(80)
+    closed = true
+    await app.close()
+    expect(await counts()).toEqual([40, 80])
+    expect(await keysWithoutTtl(db.client, prefix)).toEqual([])
+  } finally {
+    if (!closed) await app.close()
   }
-  const keys = (await scanKeys(db.client, `${escapeGlob(prefix)}*`)).filter((k) => /:\d+$/.test(k))
-  // The plugin's count (both routes) and the route's own.
-  expect(keys).toHaveLength(2)
-  const counts = async () => (await Promise.all(keys.map((k) => db.client.get(k)))).map(Number).sort((a, b) => a - b)
-  const [own, plugin] = await counts()
-  expect(own).toBeGreaterThan(40)
-  expect(plugin).toBeGreaterThan(80)
-  await app.close()
-  expect(await counts()).toEqual([40, 80])
-  expect(await keysWithoutTtl(db.client, prefix)).toEqual([])
 })

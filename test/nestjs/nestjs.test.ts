@@ -286,7 +286,7 @@ describe.each<Platform>(['express', 'fastify'])('lease on platform-%s', (platfor
     await earlyInWindow(60_000, 20_000)
     // Real time, so the process sees a rate and asks for more than one unit at a time.
     for (let i = 0; i < 40; i++) expect((await get(`${url}/dogs`)).status).toBe(200)
-    const [key] = (await scanKeys(db.client, `${escapeGlob(prefix)}*`)).filter((k) => /:\d+$/.test(k))
+    const [key] = (await scanKeys(db.client, `${escapeGlob(prefix)}*`)).filter((k) => /\}:\d+$/.test(k))
     expect(Number(await db.client.get(key!))).toBeGreaterThan(40)
     await app.close()
     expect(Number(await db.client.get(key!))).toBe(40)
