@@ -8,18 +8,10 @@ import type { Decision, DecisionSource, LeaseRequest, LimitSpec, MaybePromise, S
 import type { CallParts } from '../call-parts'
 import type { Resilience } from '../resilience'
 import type { Telemetry } from '../telemetry'
+import { aheadOf, gcraDecision, newSlice, prefetchAt, type Slice, turn } from './lease-slice'
 
 /** Keys a limiter keeps a slice for; past it, every slice is given back and the map starts over. */
 const MAX_SLICES = 32_768
-
-/**
- * The next slice is asked for once this fraction of the current one is left, or once what is left lasts
- * fewer than LEAD_ROUND_TRIPS grant round trips at the recent rate, whichever comes first (but never
- * before half of it is spent): a steady key never waits, and a burst rarely does, without asking again
- * long before the slice runs out (each grant is a few commands in Redis, however many units it carries).
- */
-const PREFETCH_AT = 0.1
-const LEAD_ROUND_TRIPS = 8
 
 /**
  * Grants one request may wait for before it is refused (each is one round trip). A grant is at least
@@ -28,50 +20,6 @@ const LEAD_ROUND_TRIPS = 8
  * still has units to grant.
  */
 const MAX_GRANTS_PER_REQUEST = 64
-
-/** One key's lease in this process. */
-interface Slice {
-  readonly clientKey: string
-  readonly stem: string
-  /** The limit the slice was last leased under (for giving it back). */
-  limit: LimitSpec
-  /** Fixed window: the window index the slice belongs to. */
-  w: number
-  /** Units held, unspent. */
-  left: number
-  /** Units granted under the current marker (the script's `held`), 0 when the process is no lessee. */
-  granted: number
-  /** GCRA: when the marker in Redis may have expired (the process is then no lessee). */
-  markerUntil: number
-  /** What Redis had left after the last grant, and the processes leasing the key then. */
-  remote: number
-  lessees: number
-  /** The last grant's size: the next is asked for once PREFETCH_AT of it is left. */
-  size: number
-  /** The grants' round trip, ms, smoothed (see PREFETCH_AT). */
-  rtt: number
-  /** Fixed window: a grant for the next window, asked for just before it starts (see aheadOf). */
-  ahead: { readonly w: number; readonly granted: number; readonly remote: number; readonly lessees: number } | undefined
-  /** Nothing more to grant until then (fixed window: the window's end; GCRA: until a unit fits). */
-  emptyUntil: number
-  /** Redis lost the key while this process held a slice: refused until then. */
-  spentUntil: number
-  /** GCRA: when the slice lapses (the time its units stand for), and units of a lapsed slice to give back. */
-  lapseAt: number
-  back: number
-  /** Fixed window: units the fallback admitted in this window, added to Redis's count at the next grant. */
-  offBook: number
-  /** The fallback's count was set for this window (see fallBack). */
-  seeded: number
-  inflight: Promise<void> | undefined
-  /** Units of requests waiting for the grant in flight. */
-  waiting: number
-  /** Units per ms, smoothed; units since `mark`. */
-  rate: number
-  recent: number
-  mark: number
-  lastUse: number
-}
 
 /**
  * The per-key slices of the `lease` option (algorithms/leases.ts for the scripts and the grant math):
@@ -266,53 +214,11 @@ export class Leases {
     let s = this.slices.get(clientKey)
     if (s === undefined) {
       if (this.slices.size >= MAX_SLICES) this.giveBackAll()
-      s = {
-        clientKey,
-        stem: this.parts.storeKey(clientKey),
-        limit,
-        w: windowIndex(now, limit.windowMs),
-        left: 0,
-        granted: 0,
-        markerUntil: 0,
-        remote: limit.max,
-        lessees: 1,
-        size: 0,
-        rtt: 0,
-        ahead: undefined,
-        emptyUntil: 0,
-        spentUntil: 0,
-        lapseAt: 0,
-        back: 0,
-        offBook: 0,
-        seeded: -1,
-        inflight: undefined,
-        waiting: 0,
-        rate: 0,
-        recent: 0,
-        mark: now,
-        lastUse: now,
-      }
+      s = newSlice(clientKey, this.parts.storeKey(clientKey), limit, now)
       this.slices.set(clientKey, s)
       this.arm()
-    } else if (!this.gcra) this.turn(s, windowIndex(now, limit.windowMs), limit.max)
+    } else if (!this.gcra) turn(s, windowIndex(now, limit.windowMs), limit.max)
     return s
-  }
-
-  /** Fixed window: moves the slice to window `w`, with the grant asked ahead for it if there is one; the last window's units lapse. */
-  private turn(s: Slice, w: number, max: number): void {
-    if (w === s.w) return
-    const a = s.ahead?.w === w ? s.ahead : undefined
-    s.ahead = undefined
-    s.w = w
-    s.offBook = 0
-    s.left = a?.granted ?? 0
-    s.granted = a?.granted ?? 0
-    s.size = a?.granted ?? 0
-    s.remote = a?.remote ?? max
-    if (a !== undefined) {
-      s.lessees = a.lessees
-      if (a.granted === 0) s.emptyUntil = (w + 1) * s.limit.windowMs
-    }
   }
 
   /** The idle timer: gives back the slices of keys unused for `idleMs`. It never holds the process open. */
@@ -339,7 +245,7 @@ export class Leases {
 
   /** Ends the slice's lease in Redis, giving back its unspent units (none of an older window: they lapsed with it). */
   private giveBack(s: Slice, now: number): Promise<void> {
-    if (!this.gcra) this.turn(s, windowIndex(now, this.windowMs), s.limit.max)
+    if (!this.gcra) turn(s, windowIndex(now, this.windowMs), s.limit.max)
     const lessee = this.gcra ? now < s.markerUntil : s.granted > 0 && windowIndex(now, this.windowMs) === s.w
     if (!lessee) return Promise.resolve()
     const unspent = s.left + (this.gcra ? s.back : 0)
@@ -377,47 +283,5 @@ export class Leases {
     if (this.timer !== undefined) clearInterval(this.timer)
     this.timer = undefined
     await this.giveBackAll()
-  }
-}
-
-/** Units left in the slice at which the next is asked for (PREFETCH_AT). */
-function prefetchAt(s: Slice): number {
-  return Math.min(s.size * 0.5, Math.max(s.size * PREFETCH_AT, s.rate * s.rtt * LEAD_ROUND_TRIPS))
-}
-
-/**
- * How long before its window ends the next window's slice is asked for: a few grant round trips, at
- * least 20 ms, at most a quarter of the window. A key busy at the end of a window is then decided from
- * a slice from the new window's first request, with no wait.
- */
-function aheadOf(s: Slice, windowMs: number): number {
-  return Math.min(windowMs / 4, Math.max(20, s.rtt * LEAD_ROUND_TRIPS))
-}
-
-/** A GCRA decision from a lease: `remaining` units in this process's view, `waitMs` until one fits when refused. */
-function gcraDecision(
-  limit: LimitSpec,
-  remaining: number,
-  cost: number,
-  now: number,
-  key: string,
-  allowed: boolean,
-  waitMs: number,
-  source: DecisionSource,
-): Decision {
-  const perUnit = limit.max > 0 ? limit.windowMs / limit.max : limit.windowMs
-  const retryAfterMs = allowed ? 0 : Math.max(1, Math.ceil(waitMs))
-  return {
-    allowed,
-    limit: limit.max,
-    remaining: allowed ? Math.min(limit.burst, remaining) : 0,
-    count: allowed ? Math.max(0, limit.burst - remaining) : limit.burst,
-    resetAt: now + Math.ceil((allowed ? Math.max(0, limit.burst - remaining) : limit.burst) * perUnit) + retryAfterMs,
-    retryAfterMs,
-    at: now,
-    key,
-    policy: limit.policy,
-    source,
-    cost,
   }
 }
