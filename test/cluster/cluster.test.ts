@@ -3,41 +3,21 @@ import { type Decision, Limiter, type LimiterOptions } from '@tollgate/core'
 import { storeContract } from '@tollgate/core/testing'
 import { RedisStore, rateLimit } from '@tollgate/express'
 import express from 'express'
-import { Cluster } from 'ioredis'
-import type { RedisClusterType } from 'redis'
 import { keySlot } from '../../packages/core/src/stores/redis/slots'
-import { closeNodeRedis, newNodeRedisCluster, testPrefix } from '../harness/redis'
-import { type RedisCluster, startRedisCluster } from '../harness/redis-cluster'
+import { testPrefix } from '../harness/redis'
 import { burst, close, listen } from '../support/http'
+import { useCluster } from './use-cluster'
 
 // A real local Redis Cluster of three masters, made of redis-server processes on free ports. Every
 // suite runs with the store on each client RedisStore accepts: an ioredis Cluster and a node-redis
 // cluster (createCluster); keys and slots are checked through the ioredis one either way.
-let cluster: RedisCluster
-let client: Cluster
-let nodeRedis: RedisClusterType
+const c = useCluster()
 
-beforeAll(async () => {
-  cluster = await startRedisCluster({ masters: 3 })
-  client = new Cluster(cluster.startupNodes, { redisOptions: { maxRetriesPerRequest: 1 } })
-  await client.ping()
-  nodeRedis = await newNodeRedisCluster(cluster.startupNodes)
-}, 60_000)
-
-afterAll(async () => {
-  closeNodeRedis(nodeRedis)
-  client?.disconnect()
-  await cluster?.stop()
-})
-
-describe.each([
-  ['ioredis', () => client],
-  ['node-redis', () => nodeRedis],
-] as const)('through %s', (_name, storeClient) => {
+describe.each(c.clients)('through %s', (_name, storeClient) => {
   storeContract(
     'Redis Cluster',
     () => ({ store: new RedisStore({ client: storeClient(), timeout: '2s' }), prefix: testPrefix('cluster-contract') }),
-    { redis: () => client },
+    { redis: () => c.client },
   )
 
   it('names the master serving a key as its node (the failure domain of the per-node circuits)', () => {
@@ -46,7 +26,7 @@ describe.each([
     for (let i = 0; i < 30; i++) {
       const key = `tg:{198.51.100.${i}}:1`
       const node = store.nodeOf(key)
-      expect({ key, node }).toEqual({ key, node: client.slots[keySlot(key)]![0] })
+      expect({ key, node }).toEqual({ key, node: c.client.slots[keySlot(key)]![0] })
       nodes.add(node)
     }
     expect(nodes.size).toBe(3)
@@ -87,9 +67,9 @@ describe.each([
         await store.increment(`${prefix}{${ip}}`, 1, 1000, t + 1000) // the next window: another key
       }
       const slotsOf = async (ip: string) =>
-        new Set(await Promise.all([0, 1000].map((dt) => client.cluster('KEYSLOT', `${prefix}{${ip}}:${Math.floor((t + dt) / 1000)}`))))
+        new Set(await Promise.all([0, 1000].map((dt) => c.client.cluster('KEYSLOT', `${prefix}{${ip}}:${Math.floor((t + dt) / 1000)}`))))
       for (const ip of clients) expect((await slotsOf(ip)).size).toBe(1)
-      const masters = await Promise.all(client.nodes('master').map(async (node) => Number(await node.dbsize())))
+      const masters = await Promise.all(c.client.nodes('master').map(async (node) => Number(await node.dbsize())))
       expect(masters.filter((n) => n > 0).length).toBeGreaterThan(1)
     })
   })
@@ -132,7 +112,9 @@ describe.each([
         )
         admitted.push([...new Set(perClient)])
       }
-      const mastersWithKeys = (await Promise.all(client.nodes('master').map((node) => node.keys(`${prefix}*`)))).filter((k) => k.length > 0)
+      const mastersWithKeys = (await Promise.all(c.client.nodes('master').map((node) => node.keys(`${prefix}*`)))).filter(
+        (k) => k.length > 0,
+      )
       return { admitted, sources: [...sources], errors, masters: mastersWithKeys.length }
     }
 

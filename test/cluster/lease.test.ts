@@ -1,44 +1,18 @@
 import { type Decision, Limiter, RedisStore } from '@tollgate/core'
-import { Cluster } from 'ioredis'
-import type { RedisClusterType } from 'redis'
 import { keySlot } from '../../packages/core/src/stores/redis/slots'
-import { closeNodeRedis, newNodeRedisCluster, testPrefix } from '../harness/redis'
-import { type RedisCluster, startRedisCluster } from '../harness/redis-cluster'
+import { testPrefix } from '../harness/redis'
+import { useCluster } from './use-cluster'
 
 // `lease` on a real local Redis Cluster of three masters, through an ioredis Cluster and a node-redis
 // cluster: three limiters (three lessees, as three processes would be) lease the quota of keys spread
 // over the masters, each key's count, lessee counter and markers in its client's slot.
-let cluster: RedisCluster
-let client: Cluster
-let nodeRedis: RedisClusterType
-
-beforeAll(async () => {
-  cluster = await startRedisCluster({ masters: 3 })
-  client = new Cluster(cluster.startupNodes, { redisOptions: { maxRetriesPerRequest: 1 } })
-  await client.ping()
-  nodeRedis = await newNodeRedisCluster(cluster.startupNodes)
-}, 60_000)
-
-afterAll(async () => {
-  closeNodeRedis(nodeRedis)
-  client?.disconnect()
-  await cluster?.stop()
-})
+const c = useCluster()
 
 const MAX = 40
 const CLIENTS = Array.from({ length: 8 }, (_, i) => `client-${i}`)
 const now = 1_800_000_000_000 + 1000
 
-/** All keys under `prefix`, from every master. */
-async function keysUnder(prefix: string): Promise<string[]> {
-  const all = await Promise.all(client.nodes('master').map((node) => node.keys(`${prefix}*`)))
-  return all.flat().sort()
-}
-
-describe.each([
-  ['ioredis', () => client],
-  ['node-redis', () => nodeRedis],
-] as const)('through %s', (_name, storeClient) => {
+describe.each(c.clients)('through %s', (_name, storeClient) => {
   it.each(['fixed-window', 'gcra'] as const)(
     '%s: three lessees flooding 8 keys admit exactly max of each, with every key in its slot and a TTL',
     async (algorithm) => {
@@ -65,7 +39,7 @@ describe.each([
       for (const key of CLIENTS) expect(admitted(key)).toBe(MAX)
       await Promise.all(limiters.map((l) => l.close()))
 
-      const keys = await keysUnder(prefix)
+      const keys = await c.keysUnder(prefix)
       // The keys landed on more than one master, and every key of a client in its client's slot.
       const slots = new Set(keys.map((k) => keySlot(k)))
       expect(slots.size).toBeGreaterThan(1)
@@ -74,7 +48,7 @@ describe.each([
         expect(own.length).toBeGreaterThan(0)
         expect(new Set(own.map((k) => keySlot(k))).size).toBe(1)
       }
-      const ttls = await Promise.all(keys.map((k) => client.pttl(k)))
+      const ttls = await Promise.all(keys.map((k) => c.client.pttl(k)))
       expect(keys.filter((_, i) => ttls[i] === -1)).toEqual([])
     },
   )

@@ -1,45 +1,19 @@
 import { Limiter, RedisStore, type Store, type StoreCall, TollgateError } from '@tollgate/core'
-import { Cluster } from 'ioredis'
-import type { RedisClusterType } from 'redis'
 import { keySlot } from '../../packages/core/src/stores/redis/slots'
-import { closeNodeRedis, newNodeRedisCluster, testPrefix } from '../harness/redis'
-import { type RedisCluster, startRedisCluster } from '../harness/redis-cluster'
+import { testPrefix } from '../harness/redis'
 import { ALGORITHMS, admitted, burstOfTwoUsers, TENANT_MAX, type TenantRequest, tenantLimiter, USER_MAX } from '../support/nested-keys'
+import { useCluster } from './use-cluster'
 
 // Per-limit keys on a real local Redis Cluster of three masters, through an ioredis Cluster and a
 // node-redis cluster: one atomic script over the keys of one request needs them in one slot, which
 // the hashTag option gives; without it the limiter refuses to start rather than fail at random.
-let cluster: RedisCluster
-let client: Cluster
-let nodeRedis: RedisClusterType
-
-beforeAll(async () => {
-  cluster = await startRedisCluster({ masters: 3 })
-  client = new Cluster(cluster.startupNodes, { redisOptions: { maxRetriesPerRequest: 1 } })
-  await client.ping()
-  nodeRedis = await newNodeRedisCluster(cluster.startupNodes)
-}, 60_000)
-
-afterAll(async () => {
-  closeNodeRedis(nodeRedis)
-  client?.disconnect()
-  await cluster?.stop()
-})
+const c = useCluster()
 
 const now = 1_800_000_000_000 + 1000
 const minute = Math.floor(now / 60_000)
 const byTenant = { hashTag: (req: TenantRequest) => req.tenant }
 
-/** All keys under `prefix`, from every master. */
-async function keysUnder(prefix: string): Promise<string[]> {
-  const all = await Promise.all(client.nodes('master').map((node) => node.keys(`${prefix}*`)))
-  return all.flat().sort()
-}
-
-describe.each([
-  ['ioredis', () => client],
-  ['node-redis', () => nodeRedis],
-] as const)('through %s', (_name, storeClient) => {
+describe.each(c.clients)('through %s', (_name, storeClient) => {
   it.each(ALGORITHMS)(
     '%s: of 20 concurrent requests of each of two users, each user gets at most 5, the tenant exactly 8, and a refusal counts nowhere',
     async (algorithm) => {
@@ -68,7 +42,7 @@ describe.each([
     const limiter = tenantLimiter(new RedisStore({ client: storeClient(), timeout: '2s' }), prefix, byTenant)
     await burstOfTwoUsers(limiter)
     await burstOfTwoUsers(limiter, 'globex')
-    const keys = await keysUnder(prefix)
+    const keys = await c.keysUnder(prefix)
     const counters = keys.filter((k) => !k.includes(':admit:'))
     expect(counters).toEqual(
       [
@@ -82,9 +56,9 @@ describe.each([
     )
     for (const k of keys) {
       expect(keySlot(k)).toBe(keySlot(k.includes('{acme}') ? '{acme}' : '{globex}'))
-      expect(await client.pttl(k)).toBeGreaterThan(0)
+      expect(await c.client.pttl(k)).toBeGreaterThan(0)
     }
-    expect(Number(await client.get(`${prefix}{acme}:tenant:acme:1m.1:${minute}`))).toBe(TENANT_MAX)
+    expect(Number(await c.client.get(`${prefix}{acme}:tenant:acme:1m.1:${minute}`))).toBe(TENANT_MAX)
   })
 
   it('refuses per-limit keys without a hashTag at construction, naming the option', () => {
@@ -102,7 +76,7 @@ describe.each([
 
 it('names hashTag at the first call across slots when the store cannot tell it is a Cluster', async () => {
   // A store of a third party around the Cluster store, which does not say it is one (Store.cluster).
-  const inner = new RedisStore({ client, timeout: '2s' })
+  const inner = new RedisStore({ client: c.client, timeout: '2s' })
   const opaque: Store = {
     local: false,
     admit: (call: StoreCall) => inner.admit(call),
