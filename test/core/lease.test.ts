@@ -164,6 +164,22 @@ describe('lease on Redis, one process', () => {
     expect(await keysWithoutTtl(db.client, prefix)).toEqual([])
   })
 
+  it('decides a request again in the new window when its grant comes back after another request moved the slice on', async () => {
+    const prefix = testPrefix('lease-core')
+    const start = 1_700_000_000_000
+    let now = start + 995
+    const limiter = new Limiter({ max: 1000, window: '1s', prefix, lease: true, clock: () => now, store: redis() })
+    const late = limiter.consume('c') // no slice yet: waits for a grant of this window
+    now = start + 1005
+    const next = limiter.consume('c') // the next window: the slice moves on while that grant is out
+    const [a, b] = await Promise.all([late, next])
+    // Stamped with the window whose units admitted it, never with the last window's time on the next's units.
+    expect(a).toMatchObject({ allowed: true, at: start + 1005, resetAt: start + 2000 })
+    expect(b).toMatchObject({ allowed: true, at: start + 1005 })
+    await limiter.close()
+    expect(await keysWithoutTtl(db.client, prefix)).toEqual([])
+  })
+
   it('leases GCRA units: at most the burst at once', async () => {
     const prefix = testPrefix('lease-core')
     const limiter = new Limiter({ max: 100, window: '1m', algorithm: 'gcra', burst: 30, prefix, lease: true, store: redis() })

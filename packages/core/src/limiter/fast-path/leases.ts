@@ -83,8 +83,12 @@ export class Leases {
     } finally {
       s.waiting -= cost
     }
-    // The decision keeps its time: a grant is for the window the request arrived in.
-    if (windowIndex(this.clock(), limit.windowMs) !== s.w && !this.gcra) return this.count(s.clientKey, limit, cost, this.clock())
+    // The decision keeps its time: a grant is for the window the request arrived in. Once the window
+    // is over (the clock, or another request, moved the slice on), the request is decided again, now,
+    // in the new window: the units of one window never admit a request stamped with another.
+    if (!this.gcra && (windowIndex(now, limit.windowMs) !== s.w || windowIndex(this.clock(), limit.windowMs) !== s.w)) {
+      return this.count(s.clientKey, limit, cost, this.clock())
+    }
     const held = this.fromSlice(s, limit, cost, now)
     if (held !== undefined) return held
     if (!ok) return this.fallBack(s, limit, cost, now)
