@@ -14,6 +14,7 @@
 // (the runner went away) or on SIGTERM/SIGINT.
 import net from 'node:net'
 import { parseArgs } from 'node:util'
+import { readRunner } from './runner-stdin.mjs'
 
 const { values } = parseArgs({ options: { 'target-port': { type: 'string' }, 'delay-ms': { type: 'string', default: '1' } } })
 const target = Number(values['target-port'])
@@ -77,18 +78,9 @@ server.listen(0, '127.0.0.1', () => {
   process.stdout.write(`READY port=${server.address().port} pid=${process.pid}\n`)
 })
 
-let buf = ''
-process.stdin.setEncoding('utf8')
-process.stdin.on('data', (d) => {
-  buf += d
-  for (let i = buf.indexOf('\n'); i >= 0; i = buf.indexOf('\n')) {
-    const line = buf.slice(0, i).trim()
-    buf = buf.slice(i + 1)
-    if (line === 'stats') process.stdout.write(`STATS ${JSON.stringify(stats)}\n`)
-  }
-})
 const stop = () => process.exit(0)
-process.stdin.on('end', stop)
-process.stdin.on('error', stop)
+readRunner((line) => {
+  if (line === 'stats') process.stdout.write(`STATS ${JSON.stringify(stats)}\n`)
+}, stop)
 process.on('SIGTERM', stop)
 process.on('SIGINT', stop)

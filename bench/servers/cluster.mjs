@@ -18,6 +18,7 @@
 // runner went away) or on SIGTERM/SIGINT; a worker exits when its primary goes.
 import cluster from 'node:cluster'
 import { parseArgs } from 'node:util'
+import { readRunner } from '../lib/runner-stdin.mjs'
 
 const { values } = parseArgs({
   options: {
@@ -111,22 +112,16 @@ function primary() {
     process.stderr.write(`worker ${w.process.pid} exited (${signal ?? code})\n`)
     stop(1)
   })
-  let buf = ''
-  process.stdin.setEncoding('utf8')
-  process.stdin.on('data', (d) => {
-    buf += d
-    for (let i = buf.indexOf('\n'); i >= 0; i = buf.indexOf('\n')) {
-      const line = buf.slice(0, i).trim()
-      buf = buf.slice(i + 1)
-      if (line !== 'stats') continue
+  readRunner(
+    (line) => {
+      if (line !== 'stats') return
       const id = nextId++
       const all = Object.values(cluster.workers ?? {})
       pending.set(id, { left: all.length, admitted: {}, offered: {}, times: [] })
       for (const w of all) w.send({ stats: true, id })
-    }
-  })
-  process.stdin.on('end', () => stop(0))
-  process.stdin.on('error', () => stop(0))
+    },
+    () => stop(0),
+  )
   process.on('SIGTERM', () => stop(0))
   process.on('SIGINT', () => stop(0))
 }

@@ -14,17 +14,9 @@ import {
 } from '../types'
 
 /** The store calls timed in `tollgate.store.duration`, as its `tollgate.operation` attribute names them. */
-export type StoreOperation =
-  | 'increment'
-  | 'admit'
-  | 'refund'
-  | 'settle'
-  | 'forget'
-  | 'block'
-  | 'blocked_until'
-  | 'unblock'
-  | 'lease'
-  | 'end_lease'
+export type StoreOperation = CountingOperation | 'block' | 'blocked_until' | 'unblock' | 'lease' | 'end_lease'
+/** The counting path's calls (the rest are the lockout's and a lease's). */
+type CountingOperation = 'increment' | 'admit' | 'refund' | 'settle' | 'forget'
 
 type StoreOutcome = 'ok' | 'error' | 'timeout'
 
