@@ -216,9 +216,11 @@ export class FixedWindowBatcher {
         if (redirect === undefined) return this.finish(state, storeError(error, this.causes))
         state.retried = true
         const target = askTarget(error)
+        // Checked before the target's transaction is made: for a node the client has not connected to,
+        // making it adds a connection to the client's pool.
+        if (target !== undefined && state.deadlineAt - Date.now() < MIN_LEFT_MS) return this.finish(state, storeError(error, this.causes))
         const onTarget = target === undefined ? undefined : askingTransaction((tx as { redis?: unknown }).redis, target)
         if (onTarget !== undefined) {
-          if (state.deadlineAt - Date.now() < MIN_LEFT_MS) return this.finish(state, storeError(error, this.causes))
           this.transact(state, onTarget)
           return
         }

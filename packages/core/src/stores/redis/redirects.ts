@@ -11,6 +11,9 @@ import type { RedisTransactionLike } from '../../algorithms/fixed-window'
  * taken without the store and a late write would count a request twice. After MOVED it refreshes the
  * slot map first; after ASK it sends ASKING and the transaction to the node the ASK names
  * (askingTransaction), since a fresh map still points at the source while the slot is mid-migration.
+ * ioredis resends an ASKed pipeline only through the connections it has, so a transaction for a slot
+ * migrating to a node it has not connected to yet (one just added to the cluster) meets ASK until it
+ * gives up: askingTransaction then connects to that node the way ioredis does for an ASKed command.
  */
 
 /** `moved`: the slot map is stale (MOVED, ASK, CLUSTERDOWN); `tryagain`: a slot is mid-migration. */
@@ -124,10 +127,35 @@ interface AskingOwner {
 }
 
 /**
+ * The parts of an ioredis `Cluster` that reach a node it has no connection to yet: what its own ASK
+ * handler for a command calls (`connectionPool.findOrCreate(natMapper(address))`), the same in
+ * ioredis 5 and 6, private in its types, so each is checked before use.
+ */
+interface IoredisClusterPool {
+  natMapper(address: string): { host?: string; port?: number }
+  readonly connectionPool: { findOrCreate(node: { host?: string; port?: number }): IoredisNode }
+}
+
+/**
+ * The Cluster's connection to the master at `address`, made by its own pool when it has none: created
+ * with the Cluster's redisOptions (auth, TLS) and its NAT map, connected on first use, closed with the
+ * Cluster, and dropped by the Cluster's next slot-map refresh while the node serves no slot, as the
+ * connection ioredis makes when it follows an ASK for a plain command. Undefined on an ioredis without
+ * that pool.
+ */
+function poolNode(cluster: object, address: string): IoredisNode | undefined {
+  const { natMapper, connectionPool } = cluster as Partial<IoredisClusterPool>
+  if (typeof natMapper !== 'function' || typeof connectionPool?.findOrCreate !== 'function') return undefined
+  const node = connectionPool.findOrCreate(natMapper.call(cluster, address))
+  return typeof node?.pipeline === 'function' ? node : undefined
+}
+
+/**
  * A transaction for the node at `address` ("host:port", as an ASK names it) with ASKING sent first
  * on the same connection, through `owner`, the client the failed transaction went through: an
- * ioredis Cluster (its nodes(), matched by their options' host and port) or the node-redis adapter.
- * Undefined when the client has no connection to that node.
+ * ioredis Cluster (its nodes(), matched by their options' host and port, else a connection from its
+ * own pool: poolNode) or the node-redis adapter. Undefined when the client has no connection to that
+ * node and cannot make one.
  */
 export function askingTransaction(owner: unknown, address: string): RedisTransactionLike | undefined {
   if (owner === null || typeof owner !== 'object') return undefined
@@ -135,7 +163,9 @@ export function askingTransaction(owner: unknown, address: string): RedisTransac
     if (typeof (owner as Partial<AskingOwner>).askingTransaction === 'function') return (owner as AskingOwner).askingTransaction(address)
     const nodes = (owner as { nodes?: unknown }).nodes
     if (typeof nodes !== 'function') return undefined
-    const node = (nodes.call(owner, 'master') as IoredisNode[]).find((n) => `${n.options.host}:${n.options.port}` === address)
+    const node =
+      (nodes.call(owner, 'master') as IoredisNode[]).find((n) => `${n.options.host}:${n.options.port}` === address) ??
+      poolNode(owner, address)
     return node === undefined ? undefined : new IoredisAskingTransaction(node)
   } catch {
     // A client that cannot name its nodes: the retry goes out on a fresh slot map instead.
