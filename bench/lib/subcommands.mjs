@@ -11,6 +11,10 @@ const IN_PROCESS = ['--expose-gc', '--min-semi-space-size=256', '--max-semi-spac
 
 export const SUBCOMMANDS = {
   store: { script: 'store-bench.mjs', what: 'Redis store decisions per second, no HTTP (~1 min; --quick ~15 s)' },
+  cost: {
+    script: 'store-cost.mjs',
+    what: 'what each algorithm costs Redis beside the fixed window: keys, memory, commands and CPU per decision (~1 min)',
+  },
   'hot-path': { script: 'hot-path.mjs', flags: IN_PROCESS, what: 'ns and bytes per request through core, in process (~30 s)' },
   'hook-cost': {
     script: 'hook-cost.mjs',

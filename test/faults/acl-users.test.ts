@@ -16,8 +16,11 @@ import { startTestServer, testServers } from '../harness/servers'
 
 const ALGORITHMS: AlgorithmName[] = ['fixed-window', 'sliding-window', 'gcra', 'sliding-log', 'concurrency']
 /** README.md, "Redis", and docs/guides/redis.md, "A least-privilege user". */
-const LEAST_PRIVILEGE = ['get', 'set', 'incrby', 'pexpire', 'decrby', 'del', 'multi', 'exec', 'eval', 'evalsha']
-const SLIDING_LOG = ['zadd', 'zrem', 'zcard', 'zrange', 'zremrangebyscore']
+const LEAST_PRIVILEGE = [
+  ...['get', 'set', 'incrby', 'pexpire', 'decrby', 'del', 'exists', 'type', 'multi', 'exec', 'eval', 'evalsha'],
+  ...['hget', 'hmget', 'hset', 'hincrby'],
+]
+const SLIDING_LOG = ['zadd', 'zrem', 'zscore', 'zcard', 'zrange', 'zremrangebyscore']
 const USERS = [
   { name: 'app-all', rules: ['~tg:*', '+@all'] },
   { name: 'app-least', rules: ['~tg:*', ...[...LEAST_PRIVILEGE, ...SLIDING_LOG].map((c) => `+${c}`)] },

@@ -108,7 +108,9 @@ it('warns once, at the first refusal, about a command the Redis user may not run
   await limiter.consume('c')
   expect(decision.source).toBe('fallback')
   expect(warnings.mock.calls.map((call) => String(call[0]))).toEqual([
-    expect.stringMatching(/NOPERM: the Redis user "no-pexpire" cannot run PEXPIRE \(used by sliding-log, concurrency, fixed-window\)/),
+    expect.stringMatching(
+      /NOPERM: the Redis user "no-pexpire" cannot run PEXPIRE \(used by fixed-window, sliding-window, gcra, sliding-log, concurrency\)/,
+    ),
   ])
   expect(errors.join('\n')).toMatch(/NOPERM.*(cannot run PEXPIRE|'pexpire' command)/)
 })

@@ -12,7 +12,7 @@ import { sleep } from '../support/time'
 // "EXECABORT" or "can't run this command". Each ACL user here lacks one command.
 
 const ALGORITHMS: AlgorithmName[] = ['fixed-window', 'sliding-window', 'gcra', 'sliding-log', 'concurrency']
-const USERS = ['pexpire', 'set', 'incrby', 'zadd', 'get'] as const
+const USERS = ['pexpire', 'set', 'incrby', 'zadd', 'get', 'hmget', 'hset'] as const
 const limitsFor: Record<'single' | 'several', Pick<LimiterOptions, 'max' | 'window' | 'limits'>> = {
   single: { max: 3, window: '1m' },
   several: {
@@ -81,16 +81,16 @@ describe.each(testServers())('on $name', (server) => {
     it('names the refused command in the log', async () => {
       // Which command each algorithm needs (the fast path only for a single fixed-window limit).
       const needs: Record<AlgorithmName, string[]> = {
-        'fixed-window': ['set', 'incrby', 'get', 'pexpire'],
-        'sliding-window': ['set', 'incrby', 'get'],
-        gcra: ['set', 'get'],
+        'fixed-window': ['incrby', 'hmget', 'hset', 'pexpire'],
+        'sliding-window': ['hmget', 'hset', 'pexpire'],
+        gcra: ['hmget', 'hset', 'pexpire'],
         'sliding-log': ['pexpire', 'zadd'],
         concurrency: ['pexpire', 'zadd'],
       }
       for (const command of needs[algorithm]) {
         for (const shape of ['single', 'several'] as const) {
-          // The fast path (a single fixed-window limit) sends INCRBY and PEXPIRE; the script path GET, SET and INCRBY.
-          if (algorithm === 'fixed-window' && (shape === 'single' ? command === 'get' || command === 'set' : command === 'pexpire'))
+          // The fast path (a single fixed-window limit) sends INCRBY and PEXPIRE; the script path HMGET, HSET and PEXPIRE.
+          if (algorithm === 'fixed-window' && (shape === 'single' ? command === 'hmget' || command === 'hset' : command === 'incrby'))
             continue
           const { decisions, errors } = await run(command, algorithm, shape, testPrefix('acl-named'))
           expect(decisions.every((d) => d.source !== 'store')).toBe(true)
@@ -100,13 +100,13 @@ describe.each(testServers())('on $name', (server) => {
     })
   })
 
-  it('keeps counting in Redis for a user without PEXPIRE, except on the fast path and with sliding-log and concurrency, which need it', async () => {
+  it('counts nothing in Redis for a user without PEXPIRE, on every algorithm: no key may be made without its TTL', async () => {
     for (const algorithm of ALGORITHMS) {
       for (const shape of ['single', 'several'] as const) {
-        const { decisions } = await run('pexpire', algorithm, shape, testPrefix('acl-ok'))
+        const prefix = testPrefix('acl-no-ttl')
+        const { decisions } = await run('pexpire', algorithm, shape, prefix)
         const fromStore = decisions.filter((d) => d.source === 'store').length
-        const needsIt = algorithm === 'sliding-log' || algorithm === 'concurrency' || (algorithm === 'fixed-window' && shape === 'single')
-        expect([algorithm, shape, fromStore]).toEqual([algorithm, shape, needsIt ? 0 : 8])
+        expect([algorithm, shape, fromStore, await admin.keys(`${prefix}*`)]).toEqual([algorithm, shape, 0, []])
       }
     }
   })
@@ -125,7 +125,7 @@ describe.each(testServers())('on $name', (server) => {
       for (let i = 0; i < 3; i++) await limiter.consume('c')
       expect(warn.mock.calls.map((call) => String(call[0]))).toEqual([
         expect.stringMatching(
-          /NOPERM: the Redis user "no-pexpire" cannot run PEXPIRE \(used by sliding-log, concurrency, fixed-window\); allow it with ACL SETUSER no-pexpire \+pexpire/,
+          /NOPERM: the Redis user "no-pexpire" cannot run PEXPIRE \(used by fixed-window, sliding-window, gcra, sliding-log, concurrency\); allow it with ACL SETUSER no-pexpire \+pexpire/,
         ),
       ])
     } finally {

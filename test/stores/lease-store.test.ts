@@ -130,7 +130,27 @@ describe('GCRA leases', () => {
 describe('a least-privilege user', () => {
   it.each([
     ['~prefix:* +@all', ['+@all']],
-    ['the documented commands', ['+get', '+set', '+incrby', '+pexpire', '+decrby', '+del', '+multi', '+exec', '+eval', '+evalsha']],
+    [
+      'the documented commands',
+      [
+        '+get',
+        '+set',
+        '+incrby',
+        '+pexpire',
+        '+decrby',
+        '+del',
+        '+exists',
+        '+type',
+        '+multi',
+        '+exec',
+        '+eval',
+        '+evalsha',
+        '+hget',
+        '+hmget',
+        '+hset',
+        '+hincrby',
+      ],
+    ],
   ])('leases and gives back with %s', async (_name, commands) => {
     const prefix = testPrefix('lease-acl')
     const user = `lease-${randomUUID().slice(0, 8)}`

@@ -1,7 +1,8 @@
 import { stem } from '../keys'
 import type { LimitSpec, StoreCall } from '../types'
 import type { Algorithm } from './algorithm'
-import { LUA_HEAD, LUA_RECORD, LUA_REPLY, type MemoryTwin, oneKeyPerLimit, TTL_MARGIN_MS, type Verdict } from './protocol'
+import { type MemoryTwin, oneKeyPerLimit, type Verdict } from './protocol'
+import { LOG_ADMIT_SCRIPT, LOG_REFUND_SCRIPT } from './sliding-log'
 import type { Windows } from './windows'
 
 /*
@@ -23,52 +24,13 @@ import type { Windows } from './windows'
  */
 export const CONCURRENCY_RETRY_MS = 1000
 
-/**
- * Held slots older than the window are dropped first (their holder died or never released them). The
- * writes go as the sliding log's: PEXPIRE first (re-arming an existing set), then ZADD, then PEXPIRE
- * again for a set the ZADD created, so no ACL refusal can leave the set without a TTL. The TTL is the
- * window (plus the margin) from the newest slot: no slot outlives it.
+/*
+ * The store's scripts are the sliding log's (sliding-log.ts): the admit drops held slots older than the
+ * window first (their holder died or never released them) and re-arms the TTL before it adds, so no slot
+ * outlives the window (plus the margin) from the newest; the release removes exactly the slots the call
+ * took, named by its id, so a release sent again after a reconnect finds none of them and frees nothing
+ * more (no record of its call needed).
  */
-const CONCURRENCY_SCRIPT = `${LUA_HEAD}
-for i = 1, n do
-  local max = tonumber(ARGV[3 * i + 1])
-  local w = tonumber(ARGV[3 * i + 2])
-  redis.call('ZREMRANGEBYSCORE', KEYS[i], '-inf', now - w)
-  local c = redis.call('ZCARD', KEYS[i])
-  local idx = c + cost - max - 1
-  if idx < 0 then idx = 0 end
-  local s = now
-  local r = redis.call('ZRANGE', KEYS[i], idx, idx, 'WITHSCORES')
-  if r[2] then s = tonumber(r[2]) end
-  out[2 * i] = c
-  out[2 * i + 1] = s
-  if c + cost > max then ok = 0 end
-end
-${LUA_RECORD}
-if ok == 1 then
-  local fresh = {}
-  for i = 1, n do
-    fresh[i] = redis.call('PEXPIRE', KEYS[i], tonumber(ARGV[3 * i + 2]) + ${TTL_MARGIN_MS}) == 0
-  end
-  for i = 1, n do
-    for j = 1, cost do
-      redis.call('ZADD', KEYS[i], now, ARGV[3] .. ':' .. j)
-    end
-    if fresh[i] then redis.call('PEXPIRE', KEYS[i], tonumber(ARGV[3 * i + 2]) + ${TTL_MARGIN_MS}) end
-  end
-end${LUA_REPLY}`
-
-/**
- * The release: removes exactly the slots the call took, named by its id; the TTL stays. Run twice (a
- * release sent again after a reconnect), the second run finds none of the call's slots, so it needs no
- * record of its call (its key, the last of KEYS, stays unwritten).
- */
-const CONCURRENCY_RELEASE_SCRIPT = `
-local cost = tonumber(ARGV[1])
-for i = 1, #KEYS - 1 do
-  for j = 1, cost do redis.call('ZREM', KEYS[i], ARGV[3] .. ':' .. j) end
-end
-return ARGV[3]`
 
 /** A member that stands for a slot another store reported (the fallback's copy of the store's count). */
 const SEED = 'seed:'
@@ -174,11 +136,11 @@ export const concurrency: Algorithm = {
   refundsByCallId: true,
   releases: true,
   keys: oneKeyPerLimit('slots'),
-  admitScript: CONCURRENCY_SCRIPT,
+  admitScript: LOG_ADMIT_SCRIPT,
   // A slot is held or free, whatever the units: a settle moves nothing (the limiter refuses actualCost).
   settleKeys: oneKeyPerLimit('slots'),
   settleScript: 'return ARGV[3]',
-  refundScript: CONCURRENCY_RELEASE_SCRIPT,
+  refundScript: LOG_REFUND_SCRIPT,
   memory,
   verdict,
   unavailable(limit, now, allow, values) {

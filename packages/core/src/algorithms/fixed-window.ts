@@ -1,13 +1,12 @@
 import { stem, windowIndex } from '../keys'
 import type { LimitSpec, StoreCall } from '../types'
 import type { Algorithm } from './algorithm'
-import { LUA_HEAD, LUA_RECORD, LUA_REPLY, type MemoryTwin, TTL_MARGIN_MS, type Verdict } from './protocol'
+import { batchScript, LUA_REPLAYED, luaHashWrites, type MemoryTwin, TTL_MARGIN_MS, type Verdict } from './protocol'
 import {
   counterRefundScript,
   counterSettleKeys,
   counterSettleScript,
   counterUnavailable,
-  counterWrites,
   countIn,
   type Windows,
   windowTwin,
@@ -109,23 +108,32 @@ export function fixedWindowTtl(windowMs: number, now: number): number {
 }
 
 /**
- * Several limits: GET each count; if all fit, the count after is the count read plus the cost (the
- * script is atomic), recorded with the reply (LUA_RECORD); then create each key with its TTL and INCRBY
- * each (counterWrites).
+ * Several limits (the script path), one call of a batch (batchScript): each limit's key is a hash, its
+ * count in field `n` beside the records of exactly once (protocol.ts). If all fit, each count after is
+ * the count read plus the cost (the script is atomic), written with HSET (luaHashWrites). A key of the
+ * transaction path (one limit's, which `peek` reads here) is a plain counter, read and counted as one.
  */
-const FIXED_WINDOW_SCRIPT = `${LUA_HEAD}
-for i = 1, n do
-  local c = tonumber(redis.call('GET', KEYS[i]) or '0')
-  out[2 * i] = c
-  out[2 * i + 1] = c
-  if c + cost > tonumber(ARGV[3 * i + 1]) then ok = 0 end
-end
-if ok == 1 then
-  for i = 1, n do out[2 * i + 1] = out[2 * i] + cost end
-end
-${LUA_RECORD}
-${counterWrites(1, 1)}
-${LUA_REPLY}`
+const FIXED_WINDOW_SCRIPT = batchScript(
+  1,
+  `local recs, fresh, ttls, writes, plains = {}, {}, {}, {}, {}
+  for i = 1, n do
+    local w = tonumber(ARGV[lim + 3 * i - 1])
+    local v
+    v, recs[i], plains[i] = hread(KEYS[k + i], 'n')
+    local c = tonumber(v or '0')
+    fresh[i] = not v
+    ttls[i] = (math.floor(now / w) + 1) * w - now + ${TTL_MARGIN_MS}
+    writes[2 * i - 1], writes[2 * i] = 'n', c + cost
+    out[2 * i - 1] = c
+    out[2 * i] = c
+    if c + cost > tonumber(ARGV[lim + 3 * i - 2]) then code = 0 end
+  end
+  ${LUA_REPLAYED}
+  if code == 1 then
+    for i = 1, n do out[2 * i] = out[2 * i - 1] + cost end
+  end
+  ${luaHashWrites(false, 1, 'count')}`,
+)
 
 function memory(windows: Windows): MemoryTwin {
   return windowTwin(

@@ -2,11 +2,11 @@ import { stem } from '../keys'
 import type { LimitSpec, StoreCall } from '../types'
 import type { Algorithm } from './algorithm'
 import {
-  LUA_HEAD,
-  LUA_RECORD,
+  batchScript,
   LUA_REFUND_HEAD,
-  LUA_REPLY,
+  LUA_REPLAYED,
   LUA_SETTLE_HEAD,
+  luaHashWrites,
   type MemoryTwin,
   oneKeyPerLimit,
   TTL_MARGIN_MS,
@@ -52,68 +52,74 @@ function tatMs(tat: Tat, max: number): number {
 }
 
 /**
- * A request fits when its new TAT minus burst × T is not after now, compared multiplied by max, in
- * integers. A stored value without ":" is a TAT from before the remainder was kept (rem 0). The reply
- * gives both TATs as ms, as 17-digit strings: Redis would truncate a Lua number to an integer.
+ * One call of a batch (batchScript). The key is a hash: the TAT in field `t` as "ms:rem", beside the
+ * records of exactly once (protocol.ts). A request fits when its new TAT minus burst × T is not after
+ * now, compared multiplied by max, in integers. A TAT without ":" is one from before the remainder was
+ * kept (rem 0). The reply gives both TATs as ms, as 17-digit strings: Redis would truncate a Lua number
+ * to an integer. The TTL moves on with the TAT: the key goes when the bucket would be full again.
  */
-const GCRA_SCRIPT = `${LUA_HEAD}
-local tats = {}
-for i = 1, n do
-  local max = tonumber(ARGV[3 * i + 1])
-  local w = tonumber(ARGV[3 * i + 2])
-  local burst = tonumber(ARGV[3 * i + 3])
-  local ms, rem = now, 0
-  local stored = redis.call('GET', KEYS[i])
-  if stored then
-    local m, r = string.match(stored, '^(-?%d+):(%d+)$')
-    local sm, sr = tonumber(m or stored), tonumber(r or '0')
-    if sm and (sm > now or (sm == now and sr > 0)) then ms, rem = sm, sr end
-  end
-  local before = ms
-  if max > 0 then
-    before = ms + rem / max
-    local sum = rem + cost * w
-    local carry = math.floor(sum / max)
-    ms = ms + carry
-    rem = sum - carry * max
-    if (ms - now) * max + rem > burst * w then ok = 0 end
-  else
-    ok = 0
-  end
-  local after = ms
-  if max > 0 then after = ms + rem / max end
-  out[2 * i] = string.format('%.17g', before)
-  out[2 * i + 1] = string.format('%.17g', after)
-  tats[i] = {ms, rem}
-end
-${LUA_RECORD}
-if ok == 1 then
+const GCRA_SCRIPT = batchScript(
+  1,
+  `local recs, fresh, ttls, writes, plains = {}, {}, {}, {}, {}
   for i = 1, n do
-    local ms, rem = tats[i][1], tats[i][2]
-    local ttl = ms - now + ${TTL_MARGIN_MS}
-    if rem > 0 then ttl = ttl + 1 end
-    redis.call('SET', KEYS[i], string.format('%d:%d', ms, rem), 'PX', ttl)
-  end
-end${LUA_REPLY}`
-
-/** Back by cost × T, exactly, in the "<ms>:<rem>" form, once per call; the key goes when the bucket is full again. KEEPTTL keeps its TTL. */
-const GCRA_REFUND_SCRIPT = `${LUA_REFUND_HEAD}
-for i = 1, n do
-  local max = tonumber(ARGV[3 * i + 1])
-  local stored = redis.call('GET', KEYS[i])
-  if stored and max > 0 then
-    local m, r = string.match(stored, '^(-?%d+):(%d+)$')
-    local ms, rem = tonumber(m or stored), tonumber(r or '0')
-    if ms then
-      local sum = rem - cost * tonumber(ARGV[3 * i + 2])
+    local max = tonumber(ARGV[lim + 3 * i - 2])
+    local w = tonumber(ARGV[lim + 3 * i - 1])
+    local burst = tonumber(ARGV[lim + 3 * i])
+    local ms, rem = now, 0
+    local stored
+    stored, recs[i], plains[i] = hread(KEYS[k + i], 't')
+    fresh[i] = not stored
+    if stored then
+      local m, r = string.match(stored, '^(-?%d+):(%d+)$')
+      local sm, sr = tonumber(m or stored), tonumber(r or '0')
+      if sm and (sm > now or (sm == now and sr > 0)) then ms, rem = sm, sr end
+    end
+    local before = ms
+    if max > 0 then
+      before = ms + rem / max
+      local sum = rem + cost * w
       local carry = math.floor(sum / max)
       ms = ms + carry
       rem = sum - carry * max
-      if ms > now or (ms == now and rem > 0) then
-        redis.call('SET', KEYS[i], string.format('%d:%d', ms, rem), 'KEEPTTL')
-      else
-        redis.call('DEL', KEYS[i])
-      end
+      if (ms - now) * max + rem > burst * w then code = 0 end
+    else
+      code = 0
+    end
+    local after = ms
+    if max > 0 then after = ms + rem / max end
+    out[2 * i - 1] = string.format('%.17g', before)
+    out[2 * i] = string.format('%.17g', after)
+    ttls[i] = ms - now + ${TTL_MARGIN_MS}
+    if rem > 0 then ttls[i] = ttls[i] + 1 end
+    writes[2 * i - 1], writes[2 * i] = 't', string.format('%d:%d', ms, rem)
+  end
+  ${LUA_REPLAYED}
+  ${luaHashWrites(true, 1, 'replace')}`,
+)
+
+/** The TAT of a GCRA key in Lua, for refunds, settles and leases: its field `t`, parsed, or nil when there is none. */
+export const LUA_TAT = `
+local function tatOf(key)
+  local stored = redis.call('HGET', key, 't')
+  if not stored then return nil end
+  local m, r = string.match(stored, '^(-?%d+):(%d+)$')
+  return tonumber(m or stored), tonumber(r or '0')
+end`
+
+/** Back by cost × T, exactly, in the "<ms>:<rem>" form, once per call; the key goes when the bucket is full again. HSET keeps its TTL. */
+const GCRA_REFUND_SCRIPT = `${LUA_REFUND_HEAD}${LUA_TAT}
+for i = 1, n do
+  local max = tonumber(ARGV[3 * i + 1])
+  local ms, rem = tatOf(KEYS[i])
+  if ms and max > 0 then
+    local sum = rem - cost * tonumber(ARGV[3 * i + 2])
+    local carry = math.floor(sum / max)
+    ms = ms + carry
+    rem = sum - carry * max
+    if ms > now or (ms == now and rem > 0) then
+      redis.call('HSET', KEYS[i], 't', string.format('%d:%d', ms, rem))
+    else
+      redis.call('DEL', KEYS[i])
     end
   end
 end
@@ -127,17 +133,13 @@ return ARGV[3]`
  * moved on is written with its TTL (until the bucket is full again); one still at or before the settle's
  * time is left alone.
  */
-const GCRA_SETTLE_SCRIPT = `${LUA_SETTLE_HEAD}
+const GCRA_SETTLE_SCRIPT = `${LUA_SETTLE_HEAD}${LUA_TAT}
 for i = 1, n do
   local max = tonumber(ARGV[3 * i + 1])
   local w = tonumber(ARGV[3 * i + 2])
   if max > 0 and settled < now + w then
-    local stored = redis.call('GET', KEYS[i])
-    local ms, rem
-    if stored then
-      local m, r = string.match(stored, '^(-?%d+):(%d+)$')
-      ms, rem = tonumber(m or stored), tonumber(r or '0')
-    end
+    local ms, rem = tatOf(KEYS[i])
+    local stored = ms ~= nil
     if delta > 0 then
       local sum = cost * w
       local own, ownRem = now + math.floor(sum / max), sum % max
@@ -152,9 +154,11 @@ for i = 1, n do
         if delta > 0 then
           local ttl = ms - settled + ${TTL_MARGIN_MS}
           if rem > 0 then ttl = ttl + 1 end
-          redis.call('SET', KEYS[i], string.format('%d:%d', ms, rem), 'PX', ttl)
+          local fresh = redis.call('PEXPIRE', KEYS[i], ttl) == 0
+          redis.call('HSET', KEYS[i], 't', string.format('%d:%d', ms, rem))
+          if fresh then redis.call('PEXPIRE', KEYS[i], ttl) end
         else
-          redis.call('SET', KEYS[i], string.format('%d:%d', ms, rem), 'KEEPTTL')
+          redis.call('HSET', KEYS[i], 't', string.format('%d:%d', ms, rem))
         end
       elseif stored and delta < 0 then
         redis.call('DEL', KEYS[i])

@@ -33,4 +33,4 @@ export function settleKeysOf(algorithm: Algorithm, call: StoreCall): string[] {
 
 export type { Algorithm } from './algorithm'
 export type { MemoryTwin, Verdict } from './protocol'
-export { argsOf, CALL_RECORD_TTL_MS, callRecordKey, TTL_MARGIN_MS } from './protocol'
+export { argsOf, batchArgs, CALL_RECORD_TTL_MS, callRecordKey, MAX_BATCH_CALLS, TTL_MARGIN_MS } from './protocol'

@@ -1,5 +1,6 @@
 import { windowIndex } from '../keys'
 import type { LeaseGrant, LeaseRequest } from '../types'
+import { LUA_TAT } from './gcra'
 import { TTL_MARGIN_MS } from './protocol'
 
 /*
@@ -14,7 +15,7 @@ import { TTL_MARGIN_MS } from './protocol'
  * - `<key>:lessee:<owner>`, this process's marker. A grant made while the process believes it holds
  *   one, and finds it gone, means Redis lost its data (a restart, a flush): see LEASE_FIXED_SCRIPT.
  *
- * Only GET, SET, INCRBY, DECRBY, PEXPIRE and DEL run inside the scripts, so the least-privilege ACL
+ * Only GET, SET, INCRBY, DECRBY, PEXPIRE, DEL and, for GCRA's TAT, HGET and HSET run inside the scripts, so the least-privilege ACL
  * user the README documents can run them.
  */
 
@@ -106,21 +107,17 @@ if left < 0 then left = 0 end
 return {granted, left, lessees, restarted, 0}`
 
 /**
- * GCRA. KEYS: the TAT ("ms:rem", as gcra.ts keeps it), the lessee counter, the marker. ARGV: leaseArgs.
+ * GCRA. KEYS: the TAT (field `t`, "ms:rem", as gcra.ts keeps it), the lessee counter, the marker. ARGV: leaseArgs.
  * Unspent units of a lapsed slice (`adjust`) move the TAT back first, as a refund does. The units
  * that fit are floor((burst × W − (TAT − now) × max) / W); the grant is a slice of them as for the
  * fixed window, and moves the TAT on by granted × W / max, exactly, with its TTL. After a loss nothing
  * is granted. Reply: {granted, units left after, lessees, restarted, ms until a unit fits}.
  */
-export const LEASE_GCRA_SCRIPT = `${luaLessee(true)}
+export const LEASE_GCRA_SCRIPT = `${luaLessee(true)}${LUA_TAT}
 local now, w, burst = tonumber(ARGV[7]), tonumber(ARGV[8]), tonumber(ARGV[9])
 local ms, rem = now, 0
-local stored = redis.call('GET', KEYS[1])
-if stored then
-  local m, r = string.match(stored, '^(-?%d+):(%d+)$')
-  local sm, sr = tonumber(m or stored), tonumber(r or '0')
-  if sm and (sm > now or (sm == now and sr > 0)) then ms, rem = sm, sr end
-end
+local sm, sr = tatOf(KEYS[1])
+if sm and (sm > now or (sm == now and sr > 0)) then ms, rem = sm, sr end
 local function move(units)
   local sum = rem + units * w
   local carry = math.floor(sum / max)
@@ -144,7 +141,9 @@ if fit < 1 and max > 0 then waitMs = math.ceil(((ms - now) * max + rem + w - bur
 if ms > now or rem > 0 then
   local keep = ms - now + ${TTL_MARGIN_MS}
   if rem > 0 then keep = keep + 1 end
-  redis.call('SET', KEYS[1], string.format('%d:%d', ms, rem), 'PX', keep)
+  local fresh = redis.call('PEXPIRE', KEYS[1], keep) == 0
+  redis.call('HSET', KEYS[1], 't', string.format('%d:%d', ms, rem))
+  if fresh then redis.call('PEXPIRE', KEYS[1], keep) end
 end
 return {granted, fit, lessees, restarted, waitMs}`
 
@@ -154,7 +153,7 @@ return {granted, fit, lessees, restarted, waitMs}`
  * count that no longer holds them would let others pass `max`. Fixed window: DECRBY, never below 0.
  * GCRA: the TAT moves back by the units (a refund). Then the lessee counter goes down and the marker goes.
  */
-export const LEASE_RETURN_SCRIPT = `
+export const LEASE_RETURN_SCRIPT = `${LUA_TAT}
 if not redis.call('GET', KEYS[3]) then return 0 end
 local back, gcra = tonumber(ARGV[1]), ARGV[2] == 'gcra'
 if back > 0 and not gcra then
@@ -163,16 +162,14 @@ if back > 0 and not gcra then
   if back > 0 then redis.call('DECRBY', KEYS[1], back) end
 elseif back > 0 then
   local max, w, now = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
-  local stored = redis.call('GET', KEYS[1])
-  if stored and max > 0 then
-    local m, r = string.match(stored, '^(-?%d+):(%d+)$')
-    local ms, rem = tonumber(m or stored), tonumber(r or '0')
+  local ms, rem = tatOf(KEYS[1])
+  if ms and max > 0 then
     local sum = rem - back * w
     local carry = math.floor(sum / max)
     ms = ms + carry
     rem = sum - carry * max
     if ms > now or (ms == now and rem > 0) then
-      redis.call('SET', KEYS[1], string.format('%d:%d', ms, rem), 'KEEPTTL')
+      redis.call('HSET', KEYS[1], 't', string.format('%d:%d', ms, rem))
     else
       redis.call('DEL', KEYS[1])
     end

@@ -3,27 +3,38 @@ import type { StoreCall } from '../types'
 
 /*
  * What the algorithms share. Each algorithm, in one file (fixed-window.ts, sliding-window.ts, gcra.ts,
- * sliding-log.ts), holds its store keys, its memory twin, its Lua twin with the same arithmetic, its
- * refund, the mapping from the store's numbers to a verdict, and the numbers it reports when the store
- * is unavailable (the Algorithm interface, algorithm.ts). Adding an algorithm means adding one file and
- * one line in index.ts.
+ * sliding-log.ts, concurrency.ts), holds its store keys, its memory twin, its Lua twin with the same
+ * arithmetic, its refund, the mapping from the store's numbers to a verdict, and the numbers it reports
+ * when the store is unavailable (the Algorithm interface, algorithm.ts). Adding an algorithm means
+ * adding one file and one line in index.ts.
  *
- * The store protocol (types.ts, StoreCall/StoreResult) is shared by every algorithm:
- *   KEYS  = the keys of each limit, in limit order, as `keys` appends them, then the call's record
- *           (callRecordKey), last
- *   ARGV  = cost, now (epoch ms from the limiter's clock), call id, then max, windowMs, burst per limit
- *   Reply = { call id, allowed (1/0), then two numbers per limit }, whose meaning each algorithm
- *           documents; a refund replies with the call id alone
- * Each admit script first checks every limit, then updates all of them or none: a request refused by
- * one limit uses up no other. A script runs atomically in Redis: one round trip and no race. Every key
- * a script writes gets a TTL in the same script. A refund script takes the same KEYS and ARGV as the
- * admit it undoes, its own record key aside.
+ * The admit protocol (types.ts, StoreCall/StoreResult) is shared by every algorithm. One script call
+ * decides a batch of calls, in order (the store sends one per event-loop turn, batchScript below):
+ *   KEYS  = for each call, the keys of each of its limits, in limit order, as `keys` appends them
+ *   ARGV  = the store's instance id, the batch's sequence number, the number of calls, then per call:
+ *           its id, cost, now (epoch ms from the limiter's clock), number of limits, and max,
+ *           windowMs, burst per limit
+ *   Reply = { the first call's id, then per call: its code, two numbers per limit }, the code 1
+ *           (admitted), 0 (refused), 2 (admitted by an earlier run of this batch: see "Exactly once")
+ *           or -1 (a key of this call alone failed, WRONGTYPE say: its message in place of the first
+ *           number); the numbers' meaning each algorithm documents
+ * Each call's admit first checks every limit, then updates all of them or none: a request refused by
+ * one limit uses up no other. A script runs atomically in Redis: one round trip and no race. Every key a
+ * script writes gets a TTL in the same script. A refund script takes one call, with argsOf's ARGV.
  *
- * A script may run twice for one call: a client that loses its connection after Redis ran a command
- * but before the reply came back sends it again once reconnected (ioredis's
- * autoResendUnfulfilledCommands). So each script records its call (LUA_RECORD) and, run again with the
- * same id, counts nothing and returns the first run's reply. The reply carries the call id so the store
- * can tell a reply of another call (a reply stream out of step) from its own.
+ * Exactly once. A client that loses its connection after Redis ran a script but before the reply came
+ * back sends it again once reconnected (ioredis's autoResendUnfulfilledCommands), and a batch that ran
+ * must not count twice. The protection lives in the state it protects, at no key and no command of its
+ * own: each key an admit writes keeps, in a field named by the store's instance id, the sequence of the
+ * last batch of that store that counted on it and a bitmask of the 31 before it (LUA_SEEN). A batch holds
+ * at most one call per key (the store starts a new batch rather than put a second), so the batch's bit on
+ * a call's first key says exactly that this call was admitted by an earlier run; the run again answers
+ * it admitted (code 2, with the numbers as it reads them now, its own units included) and counts nothing.
+ * A call the first run refused counted nothing and has no bit: it is decided again. A store sends its
+ * batches in sequence order on one connection per node, so a resend comes before anything newer on the
+ * same key; the mask only needs to absorb the little reordering a NOSCRIPT retry or a Cluster redirect
+ * makes, and a bit older than the mask reads as "not seen" (counted, as before calls were recorded). The
+ * sorted-set algorithms name their entries by call id, so theirs is the entry itself (LUA_LOGGED).
  */
 
 /** One limit's verdict, before it becomes a Decision (decision.ts). */
@@ -77,51 +88,166 @@ export function argsOf(call: StoreCall): Array<string | number> {
 }
 
 /**
- * How long a script's record of its call lives. A resent command arrives once the client has
- * reconnected, normally within a few of its retry delays (ioredis waits at most 2 s between attempts by
- * default); a resend later than this counts again, as it did before calls were recorded. Longer would
- * cover longer outages, at the price of one small key per call held that much longer on a busy server.
+ * How long a refund's or a settle's record of its call lives (`<storeKey>:<op>:<id>`). Those two run
+ * once per admitted call at most, and only with the options that use them (skip*Requests, actualCost),
+ * so they keep a small key of their own rather than a field in the counter: a resent command arrives
+ * once the client has reconnected, normally within a few of its retry delays (ioredis waits at most 2 s
+ * between attempts by default); a resend later than this counts again.
  */
 export const CALL_RECORD_TTL_MS = 10_000
 
-/**
- * The key recording that `op` ran for `call`, the last of the script's KEYS: under the call's store key,
- * so it has the prefix (a `~tg:*` ACL user may write it) and the client's hash tag (one Cluster slot with
- * the call's other keys). A call id holds a ":", which no limit key's last part does.
- */
-export function callRecordKey(call: StoreCall, op: 'admit' | 'refund' | 'settle'): string {
+/** The key recording that a refund or a settle ran for `call`: under the call's store key (the prefix, the client's hash tag). */
+export function callRecordKey(call: StoreCall, op: 'refund' | 'settle'): string {
   return `${call.storeKey}:${op}:${call.id}`
 }
 
-/** The first lines of every admit script; `n` is the number of limit keys (the record is KEYS[n + 1]). */
-export const LUA_HEAD = `
-local cost = tonumber(ARGV[1])
-local now = tonumber(ARGV[2])
-local n = #KEYS - 1
-local out = {0}
-local ok = 1
-`
+/** Calls in one admit script at most: a batch stalls Redis for its other clients no longer than a few hundred µs. */
+export const MAX_BATCH_CALLS = 64
 
 /**
- * Between an admit script's reads and its writes, once `out` holds the whole reply: records it under
- * the call's key (SET ... NX, with its TTL in the same command) and, if a run with this call id recorded
- * one already, returns that run's reply instead of counting again. One command per call; a second GET
- * only when run again. A read (cost 0) counts nothing and records nothing. The record is the first write,
- * so a Redis out of memory refuses it before anything is counted.
+ * The record of exactly once (see the top of this file), kept in the field `inst` of each hash an admit
+ * writes: "<last sequence>:<mask>", bit d of the mask set when batch `last − d` was admitted there.
+ * `seen(rec)` is true when this batch (`seq`) was; `marked(rec)` is the record with its bit set. Plain
+ * arithmetic on doubles, exact below 2^53: the mask stays below 2^32.
  */
-export const LUA_RECORD = `
-out[1] = ok
-if cost > 0 and not redis.call('SET', KEYS[n + 1], table.concat(out, ' '), 'PX', ${CALL_RECORD_TTL_MS}, 'NX') then
-  local first = {ARGV[3]}
-  for v in string.gmatch(redis.call('GET', KEYS[n + 1]), '%S+') do first[#first + 1] = v end
-  first[2] = tonumber(first[2])
-  return first
+export const LUA_SEEN = `
+local function seen(rec)
+  if not rec then return false end
+  local l, m = string.match(rec, '^(%d+):(%d+)$')
+  if not l then return false end
+  local d = tonumber(l) - seq
+  return d >= 0 and d < 32 and math.floor(tonumber(m) / 2 ^ d) % 2 == 1
+end
+local function marked(rec)
+  local l, m
+  if rec then l, m = string.match(rec, '^(%d+):(%d+)$') end
+  if not l then return string.format('%d:1', seq) end
+  l, m = tonumber(l), tonumber(m)
+  if seq > l then
+    if seq - l >= 32 then m = 1 else m = (m * 2 ^ (seq - l)) % 4294967296 + 1 end
+    l = seq
+  elseif l - seq < 32 and math.floor(m / 2 ^ (l - seq)) % 2 == 0 then
+    m = m + 2 ^ (l - seq)
+  end
+  return string.format('%d:%d', l, m)
 end`
 
-/** The last lines of every admit script: the reply, the call id first. */
-export const LUA_REPLY = `
-table.insert(out, 1, ARGV[3])
-return out`
+/**
+ * The admit script of an algorithm: `body` decides one call, the batch's calls in turn. It sees `id`,
+ * `cost`, `now`, `n` (its limits), `k` (its keys are KEYS[k + 1] on, `perLimit` per limit), `lim` (limit
+ * i's max is ARGV[lim + 3i − 2], its windowMs the next, its burst the next), `inst` and `seq` (the
+ * record's field and this batch, LUA_SEEN), and fills `out` (2n numbers) and `code` (1 admitted, 0 refused,
+ * 2 admitted before). `try(command, ...)` runs a read whose WRONGTYPE fails this call alone: it returns
+ * false, and the call's code becomes -1 with the error as its first number; any other error (NOPERM) is
+ * the script's, as a plain call's would be. `hread(key,
+ * field)` reads a hash-keyed algorithm's field and this store's record, or, from a plain string (the
+ * fixed window's transaction path writes those, and earlier versions wrote every counter and TAT so),
+ * its value and true.
+ */
+export function batchScript(perLimit: number, body: string): string {
+  // Only the helpers the body calls: what a script calls is what a Redis user is told it needs (permissions.ts).
+  const hread = body.includes('hread(')
+    ? `
+local function hread(key, field)
+  local v = redis.pcall('HMGET', key, field, inst)
+  if type(v) == 'table' and v.err then
+    if not string.find(v.err, 'WRONGTYPE', 1, true) then error(v) end
+    return try('GET', key), nil, true
+  end
+  return v[1], v[2], false
+end`
+    : ''
+  return `local inst, seq = ARGV[1], tonumber(ARGV[2])
+${body.includes('seen(') || body.includes('marked(') ? LUA_SEEN : ''}
+local failed
+local function try(...)
+  local r = redis.pcall(...)
+  if type(r) == 'table' and r.err then
+    if not string.find(r.err, 'WRONGTYPE', 1, true) then error(r) end
+    failed = failed or r.err
+    return false
+  end
+  return r
+end
+${hread}
+local reply = {ARGV[4]}
+local k, a = 0, 4
+for _ = 1, tonumber(ARGV[3]) do
+  local id, cost, now, n = ARGV[a], tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3])
+  local lim = a + 3
+  local out, code = {}, 1
+  failed = nil
+  do
+${body}
+  end
+  if failed then
+    code = -1
+    out[1] = failed
+  end
+  reply[#reply + 1] = code
+  for j = 1, 2 * n do reply[#reply + 1] = out[j] or 0 end
+  k = k + ${perLimit} * n
+  a = a + 4 + 3 * n
+end
+return reply`
+}
+
+/** ARGV of an admit script for `calls`, after the store's instance id and the batch's sequence. */
+export function batchArgs(instance: string, seq: number, calls: readonly StoreCall[]): Array<string | number> {
+  const args: Array<string | number> = [instance, seq, calls.length]
+  for (const call of calls) {
+    args.push(call.id, call.cost, call.now, call.limits.length)
+    for (const l of call.limits) args.push(l.max, l.windowMs, l.burst)
+  }
+  return args
+}
+
+/**
+ * The write half shared by the hash-keyed algorithms (the counters, GCRA): `writes[i]` is the field and
+ * value limit i's key takes, `recs[i]` the record it held, `fresh[i]` whether the key was missing. A hash
+ * cannot be created with its TTL, and a script is not rolled back when Redis refuses one of its commands
+ * (ACL, maxmemory), so the order is what keeps every key with a TTL:
+ * - before anything is written, each key about to be made is checked for PEXPIRE with
+ *   redis.acl_check_cmd, which writes nothing; a user who may not run it gets PEXPIRE's own refusal
+ *   there. (Before Redis 7, without acl_check_cmd, the PEXPIRE itself runs on the missing key.)
+ * - then each HSET with its record, and the PEXPIRE right after it on a key it made. HSET is the first
+ *   write, and a Redis at maxmemory refuses it (a denyoom command) before anything is written; once one
+ *   write ran, Redis lets the rest of the script write, so no call is half counted.
+ * `always`: the TTL moves on each write (GCRA), so an existing key's PEXPIRE runs too. `step`: keys per
+ * limit, the first of each written. A key read as a plain string (`plains[i]`, see hread) is counted as
+ * one (`count`: the fixed window's transaction path owns it, and has no record) or replaced by the hash
+ * (`replace`: a key of an earlier version, which had none).
+ */
+export function luaHashWrites(always: boolean, step: number, plain: 'count' | 'replace'): string {
+  const key = step === 1 ? 'KEYS[k + i]' : `KEYS[k + ${step} * (i - 1) + 1]`
+  const made = plain === 'replace' ? '(fresh[i] or plains[i])' : 'fresh[i]'
+  const plainWrite =
+    plain === 'count'
+      ? `redis.call('INCRBY', ${key}, cost)`
+      : `redis.call('DEL', ${key})
+        redis.call('HSET', ${key}, writes[2 * i - 1], writes[2 * i], inst, marked(nil))
+        redis.call('PEXPIRE', ${key}, ttls[i])`
+  return `
+  if code == 1 and cost > 0 and not failed then
+    for i = 1, n do
+      if ${made} and not (redis.acl_check_cmd and redis.acl_check_cmd('PEXPIRE', ${key}, '1')) then
+        redis.call('PEXPIRE', ${key}, ttls[i])
+      end
+    end
+    for i = 1, n do
+      if plains[i] then
+        ${plainWrite}
+      else
+        redis.call('HSET', ${key}, writes[2 * i - 1], writes[2 * i], inst, marked(recs[i]))
+        if ${always ? 'true' : 'fresh[i]'} then redis.call('PEXPIRE', ${key}, ttls[i]) end
+      end
+    end
+  end`
+}
+
+/** After a hash-keyed algorithm's reads: the call was admitted by an earlier run of this batch (code 2). */
+export const LUA_REPLAYED = `
+  if cost > 0 and not failed and seen(recs[1]) then code = 2 end`
 
 /**
  * The first lines of a refund script: a refund already run for this call id (its record exists) returns

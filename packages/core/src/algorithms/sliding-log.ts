@@ -1,7 +1,7 @@
 import { stem } from '../keys'
 import type { LimitSpec, StoreCall } from '../types'
 import type { Algorithm } from './algorithm'
-import { LUA_HEAD, LUA_RECORD, LUA_REPLY, type MemoryTwin, oneKeyPerLimit, TTL_MARGIN_MS, type Verdict } from './protocol'
+import { batchScript, type MemoryTwin, oneKeyPerLimit, TTL_MARGIN_MS, type Verdict } from './protocol'
 import type { Windows } from './windows'
 
 /*
@@ -12,46 +12,49 @@ import type { Windows } from './windows'
  */
 
 /**
- * A sorted set cannot be created with a TTL, so the writes go PEXPIRE first (re-arming an existing
- * log), then ZADD, then PEXPIRE again for a log the ZADD created. A user who may not run PEXPIRE is
- * refused before anything is written, and one who may not run ZADD leaves the TTL re-armed: a script is
- * not rolled back when Redis refuses one of its commands, and no refusal can leave a log without a TTL.
+ * One call of a batch (batchScript) on sorted sets of entries `<call id>:<unit>` scored by time, one per
+ * limit; the concurrency algorithm runs the same (its window is a slot's longest hold). Entries older
+ * than the window leave first. An entry named by the call's id already there means an earlier run of
+ * this batch admitted it (exactly once, protocol.ts): nothing is added again. A sorted set cannot be
+ * created with a TTL, so the writes go PEXPIRE first (re-arming an existing log), then ZADD, then PEXPIRE
+ * again for a log the ZADD created. A user who may not run PEXPIRE is refused before anything is written,
+ * and one who may not run ZADD leaves the TTL re-armed: a script is not rolled back when Redis refuses
+ * one of its commands, and no refusal can leave a log without a TTL.
  */
-const SLIDING_LOG_SCRIPT = `${LUA_HEAD}
-for i = 1, n do
-  local max = tonumber(ARGV[3 * i + 1])
-  local w = tonumber(ARGV[3 * i + 2])
-  redis.call('ZREMRANGEBYSCORE', KEYS[i], '-inf', now - w)
-  local c = redis.call('ZCARD', KEYS[i])
-  local idx = c + cost - max - 1
-  if idx < 0 then idx = 0 end
-  local s = now
-  local r = redis.call('ZRANGE', KEYS[i], idx, idx, 'WITHSCORES')
-  if r[2] then s = tonumber(r[2]) end
-  out[2 * i] = c
-  out[2 * i + 1] = s
-  if c + cost > max then ok = 0 end
-end
-${LUA_RECORD}
-if ok == 1 then
-  local fresh = {}
+export const LOG_ADMIT_SCRIPT = batchScript(
+  1,
+  `if cost > 0 and try('ZSCORE', KEYS[k + 1], id .. ':1') then code = 2 end
   for i = 1, n do
-    fresh[i] = redis.call('PEXPIRE', KEYS[i], tonumber(ARGV[3 * i + 2]) + ${TTL_MARGIN_MS}) == 0
+    local max, w = tonumber(ARGV[lim + 3 * i - 2]), tonumber(ARGV[lim + 3 * i - 1])
+    try('ZREMRANGEBYSCORE', KEYS[k + i], '-inf', now - w)
+    local c = try('ZCARD', KEYS[k + i]) or 0
+    local idx = c + cost - max - 1
+    if idx < 0 then idx = 0 end
+    local s = now
+    local r = try('ZRANGE', KEYS[k + i], idx, idx, 'WITHSCORES') or {}
+    if r[2] then s = tonumber(r[2]) end
+    out[2 * i - 1] = c
+    out[2 * i] = s
+    if code == 1 and c + cost > max then code = 0 end
   end
-  for i = 1, n do
-    for j = 1, cost do
-      redis.call('ZADD', KEYS[i], now, ARGV[3] .. ':' .. j)
+  if code == 1 and cost > 0 and not failed then
+    local fresh = {}
+    for i = 1, n do
+      fresh[i] = redis.call('PEXPIRE', KEYS[k + i], tonumber(ARGV[lim + 3 * i - 1]) + ${TTL_MARGIN_MS}) == 0
     end
-    if fresh[i] then redis.call('PEXPIRE', KEYS[i], tonumber(ARGV[3 * i + 2]) + ${TTL_MARGIN_MS}) end
-  end
-end${LUA_REPLY}`
+    for i = 1, n do
+      for j = 1, cost do redis.call('ZADD', KEYS[k + i], now, id .. ':' .. j) end
+      if fresh[i] then redis.call('PEXPIRE', KEYS[k + i], tonumber(ARGV[lim + 3 * i - 1]) + ${TTL_MARGIN_MS}) end
+    end
+  end`,
+)
 
 /**
  * Removes exactly the entries the call added, named by its id; the TTL stays. Run twice, the second
  * run finds nothing of the call's to remove, so this refund needs no record of its call (its key, the
  * last of KEYS, stays unwritten).
  */
-const SLIDING_LOG_REFUND_SCRIPT = `
+export const LOG_REFUND_SCRIPT = `
 local cost = tonumber(ARGV[1])
 for i = 1, #KEYS - 1 do
   for j = 1, cost do redis.call('ZREM', KEYS[i], ARGV[3] .. ':' .. j) end
@@ -192,8 +195,8 @@ export const slidingLog: Algorithm = {
   burst: false,
   refundsByCallId: true,
   keys: oneKeyPerLimit('log'),
-  admitScript: SLIDING_LOG_SCRIPT,
-  refundScript: SLIDING_LOG_REFUND_SCRIPT,
+  admitScript: LOG_ADMIT_SCRIPT,
+  refundScript: LOG_REFUND_SCRIPT,
   settleKeys: oneKeyPerLimit('log'),
   settleScript: SLIDING_LOG_SETTLE_SCRIPT,
   memory,

@@ -1,13 +1,12 @@
 import { stem, windowIndex } from '../keys'
 import type { LimitSpec, StoreCall } from '../types'
 import type { Algorithm } from './algorithm'
-import { LUA_HEAD, LUA_RECORD, LUA_REPLY, type MemoryTwin, type Verdict } from './protocol'
+import { batchScript, LUA_REPLAYED, luaHashWrites, type MemoryTwin, TTL_MARGIN_MS, type Verdict } from './protocol'
 import {
   counterRefundScript,
   counterSettleKeys,
   counterSettleScript,
   counterUnavailable,
-  counterWrites,
   countIn,
   type Windows,
   windowTwin,
@@ -21,21 +20,31 @@ import {
  * The store's numbers per limit: [previous window's count, current window's count before].
  */
 
-/** The current window's key lives until the end of the next window, where it is the previous one. */
-const SLIDING_WINDOW_SCRIPT = `${LUA_HEAD}
-for i = 1, n / 2 do
-  local max = tonumber(ARGV[3 * i + 1])
-  local w = tonumber(ARGV[3 * i + 2])
-  local e = now - math.floor(now / w) * w
-  local cur = tonumber(redis.call('GET', KEYS[2 * i - 1]) or '0')
-  local prev = tonumber(redis.call('GET', KEYS[2 * i]) or '0')
-  out[2 * i] = prev
-  out[2 * i + 1] = cur
-  if prev * (w - e) + (cur + cost) * w > max * w then ok = 0 end
-end
-${LUA_RECORD}
-${counterWrites(2, 2)}
-${LUA_REPLY}`
+/**
+ * One call of a batch (batchScript). The current window's key is a hash (its count in field `n`, beside
+ * the records of exactly once, protocol.ts) and lives until the end of the next window, where it is the
+ * previous one.
+ */
+const SLIDING_WINDOW_SCRIPT = batchScript(
+  2,
+  `local recs, fresh, ttls, writes, plains = {}, {}, {}, {}, {}
+  for i = 1, n do
+    local max, w = tonumber(ARGV[lim + 3 * i - 2]), tonumber(ARGV[lim + 3 * i - 1])
+    local e = now - math.floor(now / w) * w
+    local v
+    v, recs[i], plains[i] = hread(KEYS[k + 2 * i - 1], 'n')
+    local cur = tonumber(v or '0')
+    local prev = tonumber(hread(KEYS[k + 2 * i], 'n') or '0')
+    fresh[i] = not v
+    ttls[i] = (math.floor(now / w) + 2) * w - now + ${TTL_MARGIN_MS}
+    writes[2 * i - 1], writes[2 * i] = 'n', cur + cost
+    out[2 * i - 1] = prev
+    out[2 * i] = cur
+    if prev * (w - e) + (cur + cost) * w > max * w then code = 0 end
+  end
+  ${LUA_REPLAYED}
+  ${luaHashWrites(false, 2, 'replace')}`,
+)
 
 function memory(windows: Windows): MemoryTwin {
   return windowTwin(

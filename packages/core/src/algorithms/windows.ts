@@ -232,38 +232,58 @@ export interface Group {
 const EMPTY: Map<string, Cell> = new Map()
 
 /**
- * Refund of the window algorithms in Lua: DECRBY the current window's key of each limit (the first of
- * its `step` keys), never below zero, once per call (LUA_REFUND_HEAD). DECRBY keeps the TTL. A later
- * window has other keys, so a refund arriving after the edge changes nothing.
+ * A counter in Lua, for refunds and settles: a hash with its count in field `n` (written by an admit
+ * script, beside its records of exactly once) or a plain integer (the fixed window's transaction path).
+ * TYPE tells which; these scripts run once per refunded or settled call at most, not per decision.
+ */
+const LUA_COUNTER = `
+local function countOf(key)
+  if redis.call('TYPE', key).ok == 'hash' then return tonumber(redis.call('HGET', key, 'n') or '0'), true end
+  return tonumber(redis.call('GET', key) or '0'), false
+end
+local function add(key, hash, delta)
+  if hash then redis.call('HINCRBY', key, 'n', delta) else redis.call('INCRBY', key, delta) end
+end`
+
+/**
+ * Refund of the window algorithms in Lua: takes the cost off the current window's counter of each
+ * limit (the first of its `step` keys), never below zero, once per call (LUA_REFUND_HEAD). The key keeps
+ * its TTL. A later window has other keys, so a refund arriving after the edge changes nothing.
  */
 export function counterRefundScript(step: number): string {
-  return `${LUA_REFUND_HEAD}
+  return `${LUA_REFUND_HEAD}${LUA_COUNTER}
 for i = 1, n / ${step} do
   local key = KEYS[(i - 1) * ${step} + 1]
-  local c = tonumber(redis.call('GET', key))
-  if c and c > 0 then redis.call('DECRBY', key, math.min(c, cost)) end
+  local c, hash = countOf(key)
+  if c > 0 then add(key, hash, -math.min(c, cost)) end
 end
 return ARGV[3]`
 }
 
 /**
  * Settle of the window algorithms in Lua (see "Settle" in protocol.ts): KEYS per limit are the call's
- * window's key and the next window's. The difference goes onto the call's window's key (down never below
- * zero, with DECRBY, which keeps the TTL; up with the key created with its TTL first, as counterWrites
- * does, then INCRBY), when the settle's time is in that window and the next window's key holds nothing.
+ * window's key and the next window's. The difference goes onto the call's window's counter (down never
+ * below zero; up with a missing key made with its TTL first: a plain counter by SET ... NX for the fixed
+ * window, a hash for the sliding window, PEXPIRE before and after its HSET as the admit writes it), when
+ * the settle's time is in that window and the next window's key does not exist.
  */
 export function counterSettleScript(windowsAhead: number): string {
-  return `${LUA_SETTLE_HEAD}
+  return `${LUA_SETTLE_HEAD}${LUA_COUNTER}
 for i = 1, n / 2 do
   local w = tonumber(ARGV[3 * i + 2])
   local key = KEYS[2 * i - 1]
-  if math.floor(settled / w) == math.floor(now / w) and not redis.call('GET', KEYS[2 * i]) then
-    if delta > 0 then
-      redis.call('SET', key, '0', 'PX', (math.floor(now / w) + ${windowsAhead}) * w - settled + ${TTL_MARGIN_MS}, 'NX')
+  if math.floor(settled / w) == math.floor(now / w) and redis.call('EXISTS', KEYS[2 * i]) == 0 then
+    local c, hash = countOf(key)
+    local ttl = (math.floor(now / w) + ${windowsAhead}) * w - settled + ${TTL_MARGIN_MS}
+    if delta > 0 and not hash and ${windowsAhead === 1 ? 'true' : "redis.call('EXISTS', key) == 1"} then
+      redis.call('SET', key, '0', 'PX', ttl, 'NX')
       redis.call('INCRBY', key, delta)
-    else
-      local c = tonumber(redis.call('GET', key))
-      if c and c > 0 then redis.call('DECRBY', key, math.min(c, -delta)) end
+    elseif delta > 0 then
+      local fresh = redis.call('PEXPIRE', key, ttl) == 0
+      redis.call('HINCRBY', key, 'n', delta)
+      if fresh then redis.call('PEXPIRE', key, ttl) end
+    elseif c > 0 then
+      add(key, hash, -math.min(c, -delta))
     end
   end
 end
@@ -292,29 +312,6 @@ export function windowTwin(windows: Windows, own: Pick<MemoryTwin, 'read' | 'wri
     prune() {}, // the store prunes the shared windows
     size: 0, // counted by the store, with the shared windows
   }
-}
-
-/**
- * The write half of a window algorithm's admit script, run once every limit fits, for the current
- * window's key of each limit (the first of its `step` keys). First every key is created with its TTL,
- * `windowsAhead` window ends from now plus the margin (`SET key 0 PX ttl NX`, which leaves an existing
- * key and its TTL alone); only then is each counted (INCRBY keeps the TTL). A script is not rolled back
- * when Redis refuses one of its commands (ACL, maxmemory): with the TTL set before any count, a refusal
- * at any step leaves every key it touched with a TTL, where INCRBY-then-PEXPIRE left a count that never
- * expired. The reply is complete before these writes (LUA_RECORD keeps it): a script runs atomically, so
- * the count INCRBY returns is the count read plus the cost, which the script reported already.
- */
-export function counterWrites(step: number, windowsAhead: number): string {
-  return `
-if ok == 1 then
-  for i = 1, n / ${step} do
-    local w = tonumber(ARGV[3 * i + 2])
-    redis.call('SET', KEYS[(i - 1) * ${step} + 1], '0', 'PX', (math.floor(now / w) + ${windowsAhead}) * w - now + ${TTL_MARGIN_MS}, 'NX')
-  end
-  for i = 1, n / ${step} do
-    redis.call('INCRBY', KEYS[(i - 1) * ${step} + 1], cost)
-  end
-end`
 }
 
 /** A window algorithm's numbers when the store is unavailable: an empty (allow) or a full (deny) counter. */

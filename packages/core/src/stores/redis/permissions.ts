@@ -18,9 +18,9 @@ export function scripts(): string[] {
   return ALGORITHM_NAMES.flatMap((name) => [ALGORITHMS[name].admitScript, ALGORITHMS[name].refundScript, ALGORITHMS[name].settleScript])
 }
 
-/** The commands a script calls (every `redis.call('X'`), upper case. */
+/** The commands a script calls (every `redis.call('X'`, and `try('X'` of the admit scripts, protocol.ts), upper case. */
 export function commandsOf(lua: string): string[] {
-  return [...new Set([...lua.matchAll(/redis\.call\('(\w+)'/g)].map((m) => m[1]!.toUpperCase()))]
+  return [...new Set([...lua.matchAll(/(?:redis\.p?call|\btry)\('(\w+)'/g)].map((m) => m[1]!.toUpperCase()))]
 }
 
 /**
@@ -59,6 +59,12 @@ export const CHECK_FORMS: Readonly<Record<string, (key: string) => readonly stri
   INCRBY: (k) => ['INCRBY', k, '1'],
   DECRBY: (k) => ['DECRBY', k, '1'],
   INCR: (k) => ['INCR', k],
+  HGET: (k) => ['HGET', k, 'n'],
+  HMGET: (k) => ['HMGET', k, 'n'],
+  HSET: (k) => ['HSET', k, 'n', '0'],
+  HINCRBY: (k) => ['HINCRBY', k, 'n', '1'],
+  TYPE: (k) => ['TYPE', k],
+  ZSCORE: (k) => ['ZSCORE', k, 'm'],
   EXISTS: (k) => ['EXISTS', k],
   PTTL: (k) => ['PTTL', k],
   PEXPIRE: (k) => ['PEXPIRE', k, '1'],

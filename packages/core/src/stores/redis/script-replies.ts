@@ -2,8 +2,8 @@ import { TollgateError } from '../../errors'
 import type { StoreCall, StoreResult } from '../../types'
 
 /*
- * A script's reply, matched to the call it answers (algorithms/protocol.ts): an admit replies
- * [call id, allowed (1/0), two numbers per limit], a refund its call id. A client pairs replies with
+ * A script's reply, matched to the calls it answers (algorithms/protocol.ts): a batch of admits replies
+ * [first call id, then a code and two numbers per limit per call], a refund its call id. A client pairs replies with
  * commands by their order alone, so one reply missing or one too many (a broken proxy, a bug in a
  * client) hands every later command the reply of another. A reply that does not fit its call is
  * therefore never read as a count: the call fails, and the connection, whose replies are out of step,
@@ -32,29 +32,47 @@ export interface ClusterNodeLike {
 /** A call's failure when its reply is not its own: TG_STORE_ERROR, naming what came back. */
 export function protocolError(op: 'admit' | 'refund' | 'settle', call: StoreCall, reply: unknown, why: string): TollgateError {
   return new TollgateError(
-    `Redis store call failed: protocol error: the reply to the ${op} of call ${JSON.stringify(call.id)} ${why} (got ${sketch(reply)}); ` +
+    `Redis store call failed: protocol error: the reply to the ${op} ${op === 'admit' ? 'batch starting with' : 'of'} call ${JSON.stringify(call.id)} ${why} (got ${sketch(reply)}); ` +
       'the connection is reset, since its replies are out of step with its commands',
     'TG_STORE_ERROR',
   )
 }
 
-/** The admit's answer from its script's reply, or, when the reply is not this call's, why not. */
-export function admitResult(call: StoreCall, reply: unknown): StoreResult | string {
+/**
+ * The answers of a batch of admits from its script's reply (algorithms/protocol.ts): per call a
+ * StoreResult, or the TollgateError of a key of that call alone (code -1); or, when the reply is not
+ * this batch's, why not. A call admitted by an earlier run of the batch (code 2) is admitted.
+ */
+export function batchResults(calls: readonly StoreCall[], reply: unknown): Array<StoreResult | TollgateError> | string {
   if (!Array.isArray(reply)) return 'is not an array'
-  const n = call.limits.length
-  if (reply.length !== 2 + 2 * n) return `has ${reply.length} elements, not ${2 + 2 * n} (the call id, allowed, two numbers per limit)`
-  if (reply[0] !== call.id) return 'carries another call id'
-  const allowed = reply[1]
-  if (allowed !== 0 && allowed !== 1) return 'has no 1 or 0 for allowed'
-  const values: number[] = new Array(2 * n)
-  for (let i = 0; i < 2 * n; i++) {
-    const v = reply[i + 2]
-    // A first run replies with numbers; a call run again replies with the first run's, kept as text.
-    const x = typeof v === 'number' ? v : typeof v === 'string' && v !== '' ? Number(v) : Number.NaN
-    if (!Number.isFinite(x)) return `has a value that is not a number at ${i + 2}`
-    values[i] = x
+  let expected = 1
+  for (const call of calls) expected += 1 + 2 * call.limits.length
+  if (reply.length !== expected)
+    return `has ${reply.length} elements, not ${expected} (the first call id, then a code and two numbers per limit for each of ${calls.length} calls)`
+  if (reply[0] !== calls[0]!.id) return 'carries another call id'
+  const results: Array<StoreResult | TollgateError> = []
+  let at = 1
+  for (const call of calls) {
+    const code = reply[at]
+    const n = 2 * call.limits.length
+    if (code === -1) {
+      results.push(new TollgateError(`Redis store call failed: ${String(reply[at + 1])}`, 'TG_STORE_ERROR'))
+      at += 1 + n
+      continue
+    }
+    if (code !== 0 && code !== 1 && code !== 2) return `has no code 1, 0, 2 or -1 at ${at}`
+    const values: number[] = new Array(n)
+    for (let i = 0; i < n; i++) {
+      const v = reply[at + 1 + i]
+      // GCRA's TATs come as text (Redis truncates a Lua number to an integer); the rest as integers.
+      const x = typeof v === 'number' ? v : typeof v === 'string' && v !== '' ? Number(v) : Number.NaN
+      if (!Number.isFinite(x)) return `has a value that is not a number at ${at + 1 + i}`
+      values[i] = x
+    }
+    results.push({ allowed: code !== 0, values })
+    at += 1 + n
   }
-  return { allowed: allowed === 1, values }
+  return results
 }
 
 /**

@@ -19,7 +19,8 @@ import { DirectWriter } from './direct-writer'
 import { isNodeRedis, type NodeRedisClientLike, type NodeRedisClusterLike, nodeRedisAdapter } from './node-redis'
 import { WireConnection } from './own-connection'
 import { followRedirects } from './redirects'
-import { admitResult, type ClusterNodeLike, protocolError, resetConnection } from './script-replies'
+import { ScriptBatcher } from './script-batcher'
+import { batchResults, type ClusterNodeLike, protocolError, resetConnection } from './script-replies'
 import { clusterNodeOf } from './slots'
 import { ClientTransactions, type TransactionSender } from './transaction'
 
@@ -109,6 +110,8 @@ export class RedisStore implements Store {
   /** The node a store key lives on (see nodeOf), as the kind of client found at construction tells it. */
   private readonly nodeOfKey: (storeKey: string) => string
   private readonly batcher: FixedWindowBatcher
+  /** The script algorithms' admits, batched per turn. */
+  private readonly scripts: ScriptBatcher
   private readonly admitScripts = new Map<AlgorithmName, Script>()
   private readonly refundScripts = new Map<AlgorithmName, Script>()
   private readonly settleScripts = new Map<AlgorithmName, Script>()
@@ -150,6 +153,19 @@ export class RedisStore implements Store {
       this.refundScripts.set(name, this.define(scriptName(name, 'Refund'), refundScript))
       this.settleScripts.set(name, this.define(scriptName(name, 'Settle'), settleScript))
     }
+    this.scripts = new ScriptBatcher(
+      (algorithm, keys, args) => {
+        const script = this.admitScripts.get(algorithm)!
+        return this.within(() => script(keys.length, ...keys, ...args))
+      },
+      (calls, reply) => {
+        const results = batchResults(calls, reply)
+        if (typeof results === 'string') throw this.outOfStep('admit', calls[0]!, reply, results)
+        return results
+      },
+      options.batch === false,
+      this.cluster,
+    )
     this.leaseScripts = {
       fixed: this.define('tollgateLeaseFixed', LEASE_FIXED_SCRIPT),
       gcra: this.define('tollgateLeaseGcra', LEASE_GCRA_SCRIPT),
@@ -182,18 +198,20 @@ export class RedisStore implements Store {
     return this.batcher.increment(key, cost, windowMs, now)
   }
 
+  /** The call's algorithm's admit script, in a batch with the other admits of this turn (script-batcher.ts). */
   admit(call: StoreCall): Promise<StoreResult> {
-    return this.run(this.admitScripts, call, 'admit', (reply) => {
-      const result = admitResult(call, reply)
-      if (typeof result === 'string') throw this.outOfStep('admit', call, reply, result)
-      return result
-    })
+    return this.scripts.admit(call)
   }
 
   async refund(call: StoreCall): Promise<void> {
-    await this.run(this.refundScripts, call, 'refund', (reply) => {
-      if (reply !== call.id) throw this.outOfStep('refund', call, reply, 'is not its call id')
-    })
+    const keys = keysOf(ALGORITHMS[call.algorithm], call)
+    keys.push(callRecordKey(call, 'refund'))
+    const script = this.refundScripts.get(call.algorithm)!
+    await this.within(() =>
+      script(keys.length, ...keys, ...argsOf(call)).then((reply) => {
+        if (reply !== call.id) throw this.outOfStep('refund', call, reply, 'is not its call id')
+      }),
+    )
   }
 
   /** Moves an admitted call's count to `actualCost` (Store.settle): the algorithm's settle script, once per call id. */
@@ -228,18 +246,6 @@ export class RedisStore implements Store {
   /** Ends the block on `key` (`reset`): one DEL. */
   async unblock(key: string): Promise<void> {
     await this.within(() => this.client.del(key))
-  }
-
-  /**
-   * Runs the call's algorithm's script of `scripts` on the call's keys, then its record of `op`, and
-   * ARGV (algorithms/protocol.ts). `read` checks the reply even when it comes after the deadline: a
-   * late reply out of step still resets its connection before it answers another call wrongly.
-   */
-  private run<T>(scripts: Map<AlgorithmName, Script>, call: StoreCall, op: 'admit' | 'refund', read: (reply: unknown) => T): Promise<T> {
-    const keys = keysOf(ALGORITHMS[call.algorithm], call)
-    keys.push(callRecordKey(call, op))
-    const script = scripts.get(call.algorithm)!
-    return this.within(() => script(keys.length, ...keys, ...argsOf(call)).then(read))
   }
 
   /** A reply that is not the call's own: the connection it came on is reset, and the call fails (script-replies.ts). */

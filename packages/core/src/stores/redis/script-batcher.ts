@@ -1,0 +1,127 @@
+import { ALGORITHMS, batchArgs, keysOf, MAX_BATCH_CALLS } from '../../algorithms'
+import type { AlgorithmName, StoreCall, StoreResult } from '../../types'
+import { keySlot } from './slots'
+
+/*
+ * The script algorithms' admits of one event-loop turn, sent together: one script call per batch
+ * (algorithms/protocol.ts), where one EVALSHA per admit cost Redis several times the fixed window's
+ * transaction per decision. A batch holds calls of one algorithm and, on a Cluster, of one slot (a
+ * script's keys must share one), and at most one call per key: its record of exactly once is one bit per
+ * batch and key (protocol.ts), so a second call on a key waits for the next batch, which goes out right
+ * behind it. Batches are numbered in the order they are sent, which is the order a connection runs them.
+ */
+
+/** What the store sends a batch with: the algorithm's admit script on `keys` and `args`, under its deadline. */
+export type SendBatch = (algorithm: AlgorithmName, keys: string[], args: Array<string | number>) => Promise<unknown>
+/** The answers of a batch from its reply (script-replies.ts batchResults), or a failure for every call. */
+export type ReadBatch = (calls: readonly StoreCall[], reply: unknown) => Array<StoreResult | Error>
+
+interface Waiting {
+  readonly call: StoreCall
+  readonly resolve: (result: StoreResult) => void
+  readonly reject: (error: unknown) => void
+}
+
+class Batch {
+  readonly waiting: Waiting[] = []
+  readonly keys: string[] = []
+  private readonly seen = new Set<string>()
+
+  constructor(readonly algorithm: AlgorithmName) {}
+
+  /** True when none of `keys` is in the batch already. */
+  fits(keys: readonly string[]): boolean {
+    for (const key of keys) if (this.seen.has(key)) return false
+    return true
+  }
+
+  add(waiting: Waiting, keys: readonly string[]): void {
+    this.waiting.push(waiting)
+    for (const key of keys) {
+      this.seen.add(key)
+      this.keys.push(key)
+    }
+  }
+}
+
+export class ScriptBatcher {
+  /** The batch being filled, per algorithm and, on a Cluster, slot. */
+  private pending = new Map<string, Batch>()
+  private flushScheduled = false
+  private sequence = 0
+  /** Names this store's records in the keys it writes (protocol.ts): one field per store instance. */
+  readonly instance = Math.random().toString(36).slice(2, 10)
+
+  constructor(
+    private readonly send: SendBatch,
+    private readonly read: ReadBatch,
+    /** Send each admit at once, on its own. */
+    private readonly unbatched: boolean,
+    /** A Cluster: a batch's keys must share a slot. */
+    private readonly cluster: boolean,
+  ) {}
+
+  admit(call: StoreCall): Promise<StoreResult> {
+    const keys = keysOf(ALGORITHMS[call.algorithm], call)
+    const group = this.cluster ? `${call.algorithm} ${keySlot(call.storeKey)}` : call.algorithm
+    let batch = this.pending.get(group)
+    if (batch !== undefined && !batch.fits(keys)) {
+      this.pending.delete(group)
+      this.sendBatch(batch)
+      batch = undefined
+    }
+    if (batch === undefined) {
+      batch = new Batch(call.algorithm)
+      this.pending.set(group, batch)
+    }
+    const result = new Promise<StoreResult>((resolve, reject) => batch.add({ call, resolve, reject }, keys))
+    if (this.unbatched || batch.waiting.length >= MAX_BATCH_CALLS) {
+      this.pending.delete(group)
+      this.sendBatch(batch)
+    } else if (!this.flushScheduled) {
+      this.flushScheduled = true
+      // setImmediate, not a microtask: it runs after every request parsed in this I/O turn.
+      setImmediate(this.flush)
+    }
+    return result
+  }
+
+  private readonly flush = (): void => {
+    this.flushScheduled = false
+    const batches = this.pending
+    this.pending = new Map()
+    for (const batch of batches.values()) this.sendBatch(batch)
+  }
+
+  private sendBatch(batch: Batch): void {
+    const { waiting } = batch
+    const calls = waiting.map((w) => w.call)
+    this.sequence = this.sequence >= Number.MAX_SAFE_INTEGER ? 1 : this.sequence + 1
+    let reply: Promise<unknown>
+    try {
+      reply = this.send(batch.algorithm, batch.keys, batchArgs(this.instance, this.sequence, calls))
+    } catch (error) {
+      for (const w of waiting) w.reject(error)
+      return
+    }
+    reply.then(
+      (value) => {
+        let results: Array<StoreResult | Error>
+        try {
+          results = this.read(calls, value)
+        } catch (error) {
+          for (const w of waiting) w.reject(error)
+          return
+        }
+        for (let i = 0; i < waiting.length; i++) {
+          const result = results[i]!
+          if (result instanceof Error) waiting[i]!.reject(result)
+          else waiting[i]!.resolve(result)
+        }
+      },
+      (error) => {
+        for (const w of waiting) w.reject(error)
+      },
+    )
+  }
+}
