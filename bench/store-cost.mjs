@@ -7,7 +7,7 @@
 //
 // As a new user would run it: on a redis-server of its own, for each algorithm a Limiter with a RedisStore
 // (defaults) makes 100,000 decisions over 2,000 client keys (50 rounds of 2,000 concurrent `consume`, `max`
-// never reached, one window of a minute), then `reset` of every key. Per algorithm it reports the keys left and
+// never reached, the default one-second window), then `reset` of every key. Per algorithm it reports the keys left and
 // the keys per client key, Redis's memory for them (used_memory above the empty server's), the commands Redis ran
 // per decision (INFO commandstats, a script's own commands included, EVAL/EVALSHA counted apart), Redis's CPU per
 // decision (the server process's user + system time from /proc, the most direct measure of what a decision costs
@@ -122,7 +122,6 @@ async function runOne([algorithm, tree]) {
   const limiter = new Limiter({
     algorithm,
     max: 1_000_000,
-    window: '1m',
     prefix: 'tg:',
     store: new RedisStore({ client, timeout: '5s' }),
   })

@@ -22,6 +22,11 @@ export interface Algorithm {
   readonly releases?: boolean
   /** Appends limit `i`'s store keys, in the order its scripts take them. */
   keys(call: StoreCall, i: number, out: string[]): void
+  /**
+   * Appends limit `i`'s keys that `forget` (a `reset`) deletes, when they are more than `keys`: the fixed
+   * window's previous window, which outlives its window by the TTL margin, so a reset leaves nothing.
+   */
+  forgetKeys?(call: StoreCall, i: number, out: string[]): void
   /** Lua of `admit`, as the calling convention above. */
   readonly admitScript: string
   /** Lua of `refund`: the same KEYS and ARGV as the admit it undoes. */

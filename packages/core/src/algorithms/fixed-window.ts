@@ -175,6 +175,10 @@ export const fixedWindow: Algorithm = {
   keys(call: StoreCall, i: number, out: string[]) {
     out.push(`${stem(call, i)}:${windowIndex(call.now, call.limits[i]!.windowMs)}`)
   },
+  forgetKeys(call: StoreCall, i: number, out: string[]) {
+    const w = windowIndex(call.now, call.limits[i]!.windowMs)
+    out.push(`${stem(call, i)}:${w}`, `${stem(call, i)}:${w - 1}`)
+  },
   admitScript: FIXED_WINDOW_SCRIPT,
   settleKeys: counterSettleKeys,
   settleScript: counterSettleScript(1),

@@ -24,6 +24,13 @@ export function keysOf(algorithm: Algorithm, call: StoreCall): string[] {
   return keys
 }
 
+/** The store keys a `forget` (reset) deletes: the call's keys, and any an algorithm names besides (forgetKeys). */
+export function forgetKeysOf(algorithm: Algorithm, call: StoreCall): string[] {
+  const keys: string[] = []
+  for (let i = 0; i < call.limits.length; i++) (algorithm.forgetKeys ?? algorithm.keys)(call, i, keys)
+  return keys
+}
+
 /** The store keys one settle touches, in the order the settle scripts take them. */
 export function settleKeysOf(algorithm: Algorithm, call: StoreCall): string[] {
   const keys: string[] = []

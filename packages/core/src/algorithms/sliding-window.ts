@@ -104,6 +104,12 @@ export const slidingWindow: Algorithm = {
     const w = windowIndex(call.now, call.limits[i]!.windowMs)
     out.push(`${s}:${w}`, `${s}:${w - 1}`)
   },
+  forgetKeys(call: StoreCall, i: number, out: string[]) {
+    // The window before the previous one outlives it by the TTL margin: a reset leaves nothing.
+    const s = stem(call, i)
+    const w = windowIndex(call.now, call.limits[i]!.windowMs)
+    out.push(`${s}:${w}`, `${s}:${w - 1}`, `${s}:${w - 2}`)
+  },
   admitScript: SLIDING_WINDOW_SCRIPT,
   settleKeys: counterSettleKeys,
   settleScript: counterSettleScript(2),

@@ -1,4 +1,4 @@
-import { ALGORITHM_NAMES, ALGORITHMS, argsOf, callRecordKey, keysOf, settleKeysOf } from '../../algorithms'
+import { ALGORITHM_NAMES, ALGORITHMS, argsOf, callRecordKey, forgetKeysOf, keysOf, settleKeysOf } from '../../algorithms'
 import type { RedisTransactionLike } from '../../algorithms/fixed-window'
 import {
   LEASE_FIXED_SCRIPT,
@@ -228,7 +228,7 @@ export class RedisStore implements Store {
   }
 
   async forget(call: StoreCall): Promise<void> {
-    const keys = keysOf(ALGORITHMS[call.algorithm], call)
+    const keys = forgetKeysOf(ALGORITHMS[call.algorithm], call)
     await this.within(() => this.client.del(...keys))
   }
 
