@@ -47,6 +47,15 @@ export class ProxiedConnection {
     this.held = true
   }
 
+  /**
+   * Forwards until the server's next bytes have reached the client, then stops forwarding both ways
+   * (blackhole): a connection whose first exchange works and that goes silent right after it.
+   */
+  blackholeAfterReply(): void {
+    // Runs after the constructor's listener, registered first, has forwarded those bytes.
+    this.server.once('data', () => this.blackhole())
+  }
+
   /** Writes `bytes` to the client as if the server had sent them. */
   inject(bytes: string): void {
     this.client.write(bytes)

@@ -22,11 +22,24 @@ import { describeReply, queuedReplyError, RedisProtocolError, type TransactionSe
  * - used only while it and the client are ready, the client still has the db it was built with, and
  *   no tracer listens to ioredis's commands or batches; any other time the store writes through the
  *   client (direct-writer.ts), so a transaction never waits for this connection;
+ * - ready only once it has answered two round trips of its own: its setup (AUTH, SELECT, PING), then
+ *   CLIENT SETNAME, written after PING's reply. A connection's first exchange proves little: a path that
+ *   went silent may well let a new connection's opening through (a proxy that accepts and stalls, a
+ *   middlebox that drops a flow once it carries traffic), and a connection that goes silent under live
+ *   transactions costs every request on them their deadline, and the limiter then skips the store for
+ *   a while. Both round trips are what it sent at open anyway, so the probation adds no traffic and
+ *   costs one round trip of waiting, during which the client carries the transactions;
  * - as alive as the client: TCP keep-alive on its socket (as ioredis sets on its own), and, since a
  *   half-open socket (a NAT or firewall that dropped its state) stays silent for as long as the kernel
  *   retransmits, a liveness rule: a transaction that misses its deadline here (`missed`), or no byte
- *   back for SILENT_MS while anything waits for a reply, closes it. It reopens after a backoff, and
- *   meanwhile the client carries the transactions; so the store never keeps writing into a silent socket;
+ *   back for SILENT_MS while anything waits for a reply (its setup included, once the socket is
+ *   connected), closes it. Meanwhile the client carries the transactions, so the store never keeps
+ *   writing into a silent socket;
+ * - reopened after a backoff that doubles with each drop of a connection that has not yet proven
+ *   itself (REOPEN_MIN_MS to REOPEN_MAX_MS), and falls back to the shortest once one has (PROVEN_MS):
+ *   a path that went silent often stays silent for new connections too, and the probation above
+ *   cannot catch a path that drops a flow later than its second round trip, so each try of such a
+ *   path must come more rarely than the last;
  * - a reply that does not fit its command (MULTI not OK, a queued command not QUEUED, EXEC's replies
  *   not the transaction's, a byte the reader cannot follow, a reply nobody waits for) closes it too:
  *   what it reads next could only be matched to the wrong transaction;
@@ -64,9 +77,20 @@ interface ClientOptions {
 const commandTraces = channel('tracing:ioredis:command:start')
 const batchTraces = channel('tracing:ioredis:batch:start')
 
-/** After this connection drops while the client stays ready: the first wait before reopening, and the longest. */
-const REOPEN_MIN_MS = 500
+/**
+ * After this connection drops while the client stays ready: the first wait before reopening, and the
+ * longest. Waiting is cheap, since the client carries the transactions meanwhile and only the fast
+ * path's saving is forgone; a try on a path still silent is not, since every request on it waits out
+ * its deadline.
+ */
+const REOPEN_MIN_MS = 1000
 const REOPEN_MAX_MS = 30_000
+/**
+ * A connection has proven itself, and the wait goes back to the shortest, once it still answers a
+ * transaction this long after it became ready. As long as the longest wait: a path that drops the
+ * connection more often than that keeps it at the longest wait, where its tries cost least.
+ */
+const PROVEN_MS = REOPEN_MAX_MS
 /**
  * How long the connection may stay silent while a reply is due before it counts as lost. Far beyond
  * any round trip of these commands, and far below the minutes a kernel retransmits into a dead peer.
@@ -116,10 +140,20 @@ class Pending {
 
 export class WireConnection implements TransactionSender {
   private socket: Socket | undefined
+  /** The current socket connected (TCP, and TLS when set): from then on, a reply due and not heard counts as silence. */
+  private connected = false
+  /** The current socket answered its setup and its name: transactions may go on it. */
   private ready = false
+  /** When it became ready, for PROVEN_MS. */
+  private readyAt = 0
+  /** The current socket answered a transaction PROVEN_MS after it became ready. */
+  private proven = false
   private head: Pending | undefined
   private tail: Pending | undefined
-  private reopenMs = REOPEN_MIN_MS
+  /** The wait after the next drop (see REOPEN_MIN_MS). */
+  private backoffMs = REOPEN_MIN_MS
+  /** No connection opens before this, the end of the wait after the last drop, even when the client is ready again meanwhile. */
+  private quietUntil = 0
   private reopenTimer: NodeJS.Timeout | undefined
   /** Redis refused the setup (AUTH, SELECT): not tried again until the client is ready again. */
   private refused = false
@@ -220,27 +254,43 @@ export class WireConnection implements TransactionSender {
 
   /** Runs while replies are due (SILENT_MS apart at most): closes a connection silent that long. */
   private watchdog: NodeJS.Timeout | undefined
-  /** When the last bytes came in on the current socket. */
+  /** When the current socket last showed life: it connected, or bytes came in. */
   private heardAt = 0
 
   private readonly checkSilence = (): void => {
     this.watchdog = undefined
     const waiting = this.head
     if (waiting === undefined || this.socket === undefined) return
-    // The setup's own bound is connectTimeout (open); silence counts from the last bytes or the oldest wait.
-    const since = Math.max(this.heardAt, waiting.sentAt)
-    const silent = Date.now() - since
-    if (this.ready && silent >= SILENT_MS) {
+    // Until the socket connects, connectTimeout bounds the wait (open), as ioredis bounds its own.
+    if (!this.connected) {
+      this.watchdog = setTimeout(this.checkSilence, SILENT_MS).unref()
+      return
+    }
+    // Silence counts from the last sign of life or the oldest wait, whichever came later.
+    const silent = Date.now() - Math.max(this.heardAt, waiting.sentAt)
+    if (silent >= SILENT_MS) {
       this.socket.destroy(new Error(`no reply for ${silent} ms`))
       return
     }
-    this.watchdog = setTimeout(this.checkSilence, Math.max(1, SILENT_MS - silent)).unref()
+    this.watchdog = setTimeout(this.checkSilence, SILENT_MS - silent).unref()
   }
 
-  /** The client (re)connected: its settings may work again (a password restored), so try anew. */
+  /**
+   * The client (re)connected: its settings may work again (a password restored), so try anew, once
+   * the wait after this connection's last drop is over: the client's connection answering says
+   * nothing of whether this one's path still drops it.
+   */
   private readonly clientReady = (): void => {
     this.refused = false
-    this.open()
+    const wait = this.quietUntil - Date.now()
+    if (wait > 0) this.reopenIn(wait)
+    else this.open()
+  }
+
+  private reopenIn(ms: number): void {
+    clearTimeout(this.reopenTimer)
+    this.reopenTimer = setTimeout(this.open, ms)
+    this.reopenTimer.unref()
   }
 
   private readonly open = (): void => {
@@ -266,6 +316,12 @@ export class WireConnection implements TransactionSender {
     const timeoutMs = typeof o.connectTimeout === 'number' && o.connectTimeout > 0 ? o.connectTimeout : 10_000
     const connectTimer = setTimeout(() => socket.destroy(new Error('connect timed out')), timeoutMs)
     connectTimer.unref()
+    socket.once(o.tls ? 'secureConnect' : 'connect', () => {
+      clearTimeout(connectTimer)
+      if (this.socket !== socket) return
+      this.connected = true
+      this.heardAt = Date.now()
+    })
     let lastError: Error | undefined
     socket.on('error', (error) => {
       lastError = error
@@ -280,7 +336,7 @@ export class WireConnection implements TransactionSender {
       clearTimeout(connectTimer)
       if (this.socket === socket) this.dropped(lastError)
     })
-    // Setup, pipelined: AUTH as the client authenticates, SELECT its db, then PING; ready at PING's reply.
+    // Setup, pipelined: AUTH as the client authenticates, SELECT its db, then PING; then its name (below).
     let setup = ''
     let replies = 1
     if (typeof o.password === 'string' && o.password !== '') {
@@ -292,7 +348,6 @@ export class WireConnection implements TransactionSender {
       replies++
     }
     setup += command('PING')
-    const ready = this.enqueue(replies, false)
     // Refused (a wrong password, a db it may not select): closed, and the client's own connection stays in use.
     const refuse = (): void => {
       clearTimeout(connectTimer)
@@ -300,26 +355,35 @@ export class WireConnection implements TransactionSender {
       this.refused = true
       socket.destroy()
     }
-    ready.promise.then((pong) => {
-      if (ready.errors !== undefined) return refuse()
-      clearTimeout(connectTimer)
+    const greeted = this.enqueue(replies, false)
+    greeted.promise.then((pong) => {
+      if (greeted.errors !== undefined) return refuse()
       if (this.socket !== socket) return
       if (pong !== 'PONG') {
         socket.destroy(new RedisProtocolError(`PING was answered ${describeReply(pong)}, not PONG`))
         return
       }
-      this.ready = true
-      // Named for CLIENT LIST; a user who may not run CLIENT just leaves it unnamed.
-      this.enqueue(1, false).promise.catch(() => {})
+      // Named for CLIENT LIST, and its reply is the second round trip the connection must answer before
+      // it takes transactions (see the top of this file); a user who may not run CLIENT leaves it unnamed,
+      // and that refusal is an answer too.
+      const named = this.enqueue(1, false)
+      const admit = (): void => {
+        if (this.socket !== socket) return // closed before the answer: dropped() failed `named`
+        this.ready = true
+        this.readyAt = Date.now()
+      }
+      named.promise.then(admit, admit)
       socket.write(command('CLIENT', 'SETNAME', 'tollgate'))
     }, refuse)
     socket.write(setup)
   }
 
-  /** The socket closed: every transaction on it fails now; reopened later while the client stays ready. */
+  /** The socket closed: every transaction on it fails now; reopened after the backoff while the client stays ready. */
   private dropped(cause: Error | undefined): void {
     this.socket = undefined
+    this.connected = false
     this.ready = false
+    this.proven = false
     clearTimeout(this.watchdog)
     this.watchdog = undefined
     const error =
@@ -328,11 +392,13 @@ export class WireConnection implements TransactionSender {
         : new Error(`Tollgate's Redis connection closed before the reply${cause === undefined ? '' : `: ${cause.message}`}`)
     for (let p = this.head; p !== undefined; p = p.next) p.reject(error)
     this.head = this.tail = undefined
-    if (!this.refused && this.client.status === 'ready' && this.reopenTimer === undefined) {
-      this.reopenTimer = setTimeout(this.open, this.reopenMs)
-      this.reopenTimer.unref()
-      this.reopenMs = Math.min(REOPEN_MAX_MS, this.reopenMs * 2)
-    }
+    // Not reopened from here when refused, or when the client is down too (Redis went away, or quit):
+    // that drop is the client's outage, not this connection's path, and clientReady opens it again.
+    if (this.refused || this.client.status !== 'ready' || this.reopenTimer !== undefined) return
+    const wait = this.backoffMs
+    this.backoffMs = Math.min(REOPEN_MAX_MS, wait * 2)
+    this.quietUntil = Date.now() + wait
+    this.reopenIn(wait)
   }
 
   /** The client's connection closed (Redis went away, or `quit()`): this one closes with it, until the client is ready again. */
@@ -368,7 +434,10 @@ export class WireConnection implements TransactionSender {
     }
     this.head = pending.next
     if (this.head === undefined) this.tail = undefined
-    if (pending.transaction) this.reopenMs = REOPEN_MIN_MS // a transaction answered: this server is reachable again
+    if (!this.proven && pending.transaction && Date.now() - this.readyAt >= PROVEN_MS) {
+      this.proven = true
+      this.backoffMs = REOPEN_MIN_MS
+    }
     if (value instanceof Error) {
       if (pending.errors !== undefined) (value as Error & { previousErrors?: Error[] }).previousErrors = pending.errors
       pending.reject(value)
