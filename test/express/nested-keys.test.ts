@@ -68,7 +68,7 @@ describe.each([
 
     if (name === 'Redis') {
       // The counts behind it: the tenant 8, the users their admissions (a refused request counted nowhere).
-      const count = async (key: string) => Number(await db.client.get(`${prefix}${key}:${minute}`))
+      const count = async (key: string) => Number(await db.client.hget(`${prefix}${key}:${minute}`, 'n'))
       expect(await count('{tenant:acme}:1m.1')).toBe(TENANT_MAX)
       expect(await count('{user:ann}:1m')).toBe(served('ann'))
       expect(await count('{user:bob}:1m')).toBe(served('bob'))
