@@ -3,8 +3,7 @@ import { Cluster } from 'ioredis'
 import type { RedisClusterType } from 'redis'
 import { closeNodeRedis, newNodeRedisCluster, quitClient } from '../harness/redis'
 import { type RedisCluster, startRedisCluster } from '../harness/redis-cluster'
-import { REDIS_HOST } from '../harness/redis-server'
-import { admin, clientsInOneSlot, clusterLimiter, ownerOf } from './support'
+import { clientsInOneSlot, clusterLimiter, held, ownerOf, startMigration } from './support'
 
 // A slot stuck mid-migration (IMPORTING on the target, MIGRATING on the source, as a reshard that
 // stopped half way leaves it), with the client's key already moved to the target. The source answers
@@ -44,38 +43,6 @@ afterAll(async () => {
   await cluster?.stop()
 })
 
-/** Leaves `slot` half moved from `fromPort` to `toPort`, with `keys` (of that slot) already on the target. */
-async function stopMidMigration(slot: number, fromPort: number, toPort: number, keys: string[]): Promise<void> {
-  const source = admin(fromPort)
-  const target = admin(toPort)
-  try {
-    const sourceId = String(await source.call('CLUSTER', 'MYID'))
-    const targetId = String(await target.call('CLUSTER', 'MYID'))
-    await target.call('CLUSTER', 'SETSLOT', slot, 'IMPORTING', sourceId)
-    await source.call('CLUSTER', 'SETSLOT', slot, 'MIGRATING', targetId)
-    await source.call('MIGRATE', REDIS_HOST, toPort, '', 0, 5000, 'KEYS', ...keys)
-  } finally {
-    source.disconnect()
-    target.disconnect()
-  }
-}
-
-/** The value the importing node on `port` holds for `key` (asked with ASKING, so that it answers), and how many keys of `slot` the node on `sourcePort` still has. */
-async function held(port: number, key: string, slot: number, sourcePort: number): Promise<{ target: string | null; leftOnSource: number }> {
-  const target = admin(port)
-  const source = admin(sourcePort)
-  try {
-    await target.call('ASKING')
-    return {
-      target: (await target.call('GET', key)) as string | null,
-      leftOnSource: Number(await source.call('CLUSTER', 'COUNTKEYSINSLOT', slot)),
-    }
-  } finally {
-    target.disconnect()
-    source.disconnect()
-  }
-}
-
 describe.each([
   ['ioredis', () => client],
   ['ioredis following no redirects itself', () => noRedirects],
@@ -93,7 +60,7 @@ describe.each([
 
     const from = await ownerOf(masterPorts[0]!, slot)
     const to = masterPorts.find((p) => p !== from.port)!
-    await stopMidMigration(slot, from.port, to, [storeKey])
+    await startMigration(slot, from.port, to, [storeKey])
     expect(await held(to, storeKey, slot, from.port)).toEqual({ target: '1', leftOnSource: 0 })
 
     const decisions: Decision[] = []

@@ -5,7 +5,19 @@ import { quitClient } from '../harness/redis'
 import { type RedisCluster, startRedisCluster } from '../harness/redis-cluster'
 import { getFreePort, REDIS_HOST, type RedisServer, startRedisServer } from '../harness/redis-server'
 import { sleep } from '../support/time'
-import { admin, bySource, clientsInOneSlot, clusterLimiter, clusterNodes, consumeLoop, migrateSlot, overMax, ownerOf } from './support'
+import {
+  admin,
+  bySource,
+  clientsInOneSlot,
+  clusterLimiter,
+  clusterNodes,
+  consumeLoop,
+  held,
+  migrateSlot,
+  overMax,
+  ownerOf,
+  startMigration,
+} from './support'
 
 // Slots resharded onto a node that joined the cluster after the client loaded its slot
 // map. Plain commands and scripts follow the MOVED there (ioredis connects to the node named in the
@@ -77,36 +89,6 @@ async function addNode(): Promise<number> {
     throw new Error(`the node on port ${server.port} did not join the cluster (state ok, known to all) within 10 s`)
   } finally {
     conn.disconnect()
-  }
-}
-
-/** Leaves `slot` half moved from `fromPort` to `toPort` (IMPORTING, MIGRATING), with `keys` (of that slot) already on the target. */
-async function startMigration(slot: number, fromPort: number, toPort: number, keys: string[]): Promise<void> {
-  const source = admin(fromPort)
-  const target = admin(toPort)
-  try {
-    await target.call('CLUSTER', 'SETSLOT', slot, 'IMPORTING', String(await source.call('CLUSTER', 'MYID')))
-    await source.call('CLUSTER', 'SETSLOT', slot, 'MIGRATING', String(await target.call('CLUSTER', 'MYID')))
-    await source.call('MIGRATE', REDIS_HOST, toPort, '', 0, 5000, 'KEYS', ...keys)
-  } finally {
-    source.disconnect()
-    target.disconnect()
-  }
-}
-
-/** What the importing node on `port` holds for `key` (asked with ASKING, so that it answers), and how many keys of `slot` the node on `sourcePort` still has. */
-async function held(port: number, key: string, slot: number, sourcePort: number): Promise<{ target: string | null; leftOnSource: number }> {
-  const target = admin(port)
-  const source = admin(sourcePort)
-  try {
-    await target.call('ASKING')
-    return {
-      target: (await target.call('GET', key)) as string | null,
-      leftOnSource: Number(await source.call('CLUSTER', 'COUNTKEYSINSLOT', slot)),
-    }
-  } finally {
-    target.disconnect()
-    source.disconnect()
   }
 }
 

@@ -220,3 +220,38 @@ export const ALGORITHM_CASES: Array<[string, Partial<LimiterOptions>]> = [
   ['gcra', { algorithm: 'gcra', burst: 1 }],
   ['sliding-log', { algorithm: 'sliding-log' }],
 ]
+
+/** Leaves `slot` half moved from `fromPort` to `toPort` (IMPORTING, MIGRATING), with `keys` (of that slot) already on the target. */
+export async function startMigration(slot: number, fromPort: number, toPort: number, keys: string[]): Promise<void> {
+  const source = admin(fromPort)
+  const target = admin(toPort)
+  try {
+    await target.call('CLUSTER', 'SETSLOT', slot, 'IMPORTING', String(await source.call('CLUSTER', 'MYID')))
+    await source.call('CLUSTER', 'SETSLOT', slot, 'MIGRATING', String(await target.call('CLUSTER', 'MYID')))
+    await source.call('MIGRATE', REDIS_HOST, toPort, '', 0, 5000, 'KEYS', ...keys)
+  } finally {
+    source.disconnect()
+    target.disconnect()
+  }
+}
+
+/** What the importing node on `port` holds for `key` (asked with ASKING, so that it answers), and how many keys of `slot` the node on `sourcePort` still has. */
+export async function held(
+  port: number,
+  key: string,
+  slot: number,
+  sourcePort: number,
+): Promise<{ target: string | null; leftOnSource: number }> {
+  const target = admin(port)
+  const source = admin(sourcePort)
+  try {
+    await target.call('ASKING')
+    return {
+      target: (await target.call('GET', key)) as string | null,
+      leftOnSource: Number(await source.call('CLUSTER', 'COUNTKEYSINSLOT', slot)),
+    }
+  } finally {
+    target.disconnect()
+    source.disconnect()
+  }
+}
