@@ -195,8 +195,9 @@ describe.each(['ioredis', 'node-redis'])('an extra reply on the script path, %s'
     for (let round = 0; round < 5; round++) {
       const connection = await idleConnection(proxy, ping)
       const calls = Array.from({ length: 30 }, (_, i) => storeCall('gcra', key, limits, i + 1, Date.now()))
+      // Ahead of the reply to the turn's batch (the store sends the turn's admits in one script call).
+      connection.injectBeforeNextReply(EXTRA_REPLY)
       const pending = Promise.allSettled(calls.map((call) => store.admit(call)))
-      connection.inject(EXTRA_REPLY)
       const settled = await pending
       settled.forEach((s, i) => {
         if (s.status === 'fulfilled') expect([i, s.value.values[1]! - s.value.values[0]!]).toEqual([i, calls[i]!.cost])

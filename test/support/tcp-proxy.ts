@@ -14,6 +14,7 @@ export class ProxiedConnection {
   sent = ''
   private held = false
   private cutOnReply = false
+  private before: string | undefined
   private readonly ended: Promise<void>
 
   constructor(
@@ -32,6 +33,10 @@ export class ProxiedConnection {
         // Redis has run what it answers here; the client never hears it.
         this.destroy()
         return
+      }
+      if (this.before !== undefined) {
+        client.write(this.before)
+        this.before = undefined
       }
       client.write(chunk)
     })
@@ -59,6 +64,11 @@ export class ProxiedConnection {
   /** Writes `bytes` to the client as if the server had sent them. */
   inject(bytes: string): void {
     this.client.write(bytes)
+  }
+
+  /** Writes `bytes` to the client just ahead of the server's next bytes: a reply the server never sent, first in line. */
+  injectBeforeNextReply(bytes: string): void {
+    this.before = bytes
   }
 
   /** The next bytes the server sends are dropped and both sockets closed: what was sent ran, its reply is lost. */

@@ -27,9 +27,16 @@ export interface Algorithm {
    * window's previous window, which outlives its window by the TTL margin, so a reset leaves nothing.
    */
   forgetKeys?(call: StoreCall, i: number, out: string[]): void
+  /**
+   * Turns the numbers of its admit script's reply into the store's numbers (`verdict`'s), in place, where
+   * the script sends them in another form (GCRA's TATs, as integers relative to the call's time).
+   */
+  fromScript?(call: StoreCall, values: number[]): void
   /** Lua of `admit`, as the calling convention above. */
   readonly admitScript: string
-  /** Lua of `refund`: the same KEYS and ARGV as the admit it undoes. */
+  /** Appends limit `i`'s keys of a refund, when they are not `keys` (the sliding window's: its window's and the next). */
+  refundKeys?(call: StoreCall, i: number, out: string[]): void
+  /** Lua of `refund`: the same KEYS (or `refundKeys`) and ARGV as the admit it undoes. */
   readonly refundScript: string
   /** Appends limit `i`'s keys of a settle, in the order its settle script takes them. */
   settleKeys(call: StoreCall, i: number, out: string[]): void

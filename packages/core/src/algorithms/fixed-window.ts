@@ -115,24 +115,23 @@ export function fixedWindowTtl(windowMs: number, now: number): number {
  */
 const FIXED_WINDOW_SCRIPT = batchScript(
   1,
-  `local recs, fresh, ttls, writes, plains = {}, {}, {}, {}, {}
-  for i = 1, n do
-    local w = tonumber(ARGV[lim + 3 * i - 1])
+  `for i = 1, n do
+    local w = lims[lim + 3 * i - 1]
     local v
-    v, recs[i], plains[i] = hread(KEYS[k + i], 'n')
+    recs[i], plains[i], v = hread(KEYS[k + i], 'n')
     local c = tonumber(v or '0')
     fresh[i] = not v
     ttls[i] = (math.floor(now / w) + 1) * w - now + ${TTL_MARGIN_MS}
     writes[2 * i - 1], writes[2 * i] = 'n', c + cost
     out[2 * i - 1] = c
     out[2 * i] = c
-    if c + cost > tonumber(ARGV[lim + 3 * i - 2]) then code = 0 end
+    if c + cost > lims[lim + 3 * i - 2] then code = 0 end
   end
   ${LUA_REPLAYED}
   if code == 1 then
     for i = 1, n do out[2 * i] = out[2 * i - 1] + cost end
   end
-  ${luaHashWrites(false, 1, 'count')}`,
+  ${luaHashWrites('fresh[i]', 1, 'count')}`,
 )
 
 function memory(windows: Windows): MemoryTwin {

@@ -52,31 +52,48 @@ function tatMs(tat: Tat, max: number): number {
 }
 
 /**
- * One call of a batch (batchScript). The key is a hash: the TAT in field `t` as "ms:rem", beside the
- * records of exactly once (protocol.ts). A request fits when its new TAT minus burst × T is not after
- * now, compared multiplied by max, in integers. A TAT without ":" is one from before the remainder was
- * kept (rem 0). The reply gives both TATs as ms, as 17-digit strings: Redis would truncate a Lua number
- * to an integer. The TTL moves on with the TAT: the key goes when the bucket would be full again.
+ * A TAT's ms and rem from fields `t` and `r`, or from text in `t` as earlier versions wrote it ("ms:rem",
+ * or "ms" from before the remainder was kept).
+ */
+const LUA_TAT_TEXT = `
+local function tatText(t, r)
+  local ms = tonumber(t)
+  if ms then return ms, tonumber(r) or 0 end
+  local m, rr = string.match(t, '^(-?%d+):(%d+)')
+  return tonumber(m), tonumber(rr or '0')
+end`
+
+/**
+ * One call of a batch (batchScript). The key is a hash: the TAT in fields `t` (ms) and `r` (rem), as
+ * numbers, beside the records of exactly once (protocol.ts). A request fits when its new TAT minus
+ * burst × T is not after now, compared multiplied by max, in integers. The reply gives each TAT as its
+ * distance from now in units of 1/max ms, an integer (a Lua number that is not one would be truncated in
+ * the reply, and formatting one as text cost more than a Redis command), which `fromScript` turns back
+ * into ms. The key goes once the bucket would be full again (the TAT plus the margin), give or take a
+ * window: field `e` holds when its TTL runs out, and a write that moves the TAT past it sets the TTL a
+ * window further on, so a busy key's TTL is set about once a window rather than at every request. Every
+ * other writer of the TAT (lease, refund, settle) sets `e` to 0, so the next admit sets the TTL again.
+ * A TAT written as text ("ms:rem", or "ms" from before the remainder was kept), as earlier versions did,
+ * is read as well (LUA_TAT_TEXT).
  */
 const GCRA_SCRIPT = batchScript(
   1,
-  `local recs, fresh, ttls, writes, plains = {}, {}, {}, {}, {}
-  for i = 1, n do
-    local max = tonumber(ARGV[lim + 3 * i - 2])
-    local w = tonumber(ARGV[lim + 3 * i - 1])
-    local burst = tonumber(ARGV[lim + 3 * i])
+  `for i = 1, n do
+    local max = lims[lim + 3 * i - 2]
+    local w = lims[lim + 3 * i - 1]
+    local burst = lims[lim + 3 * i]
     local ms, rem = now, 0
-    local stored
-    stored, recs[i], plains[i] = hread(KEYS[k + i], 't')
-    fresh[i] = not stored
-    if stored then
-      local m, r = string.match(stored, '^(-?%d+):(%d+)$')
-      local sm, sr = tonumber(m or stored), tonumber(r or '0')
+    local t, r, e
+    recs[i], plains[i], t, r, e = hread(KEYS[k + i], 't', 'r', 'e')
+    fresh[i] = not t
+    local armed = tonumber(e) or 0
+    if t then
+      local sm, sr = tatText(t, r)
       if sm and (sm > now or (sm == now and sr > 0)) then ms, rem = sm, sr end
     end
-    local before = ms
+    local before = 0
     if max > 0 then
-      before = ms + rem / max
+      before = (ms - now) * max + rem
       local sum = rem + cost * w
       local carry = math.floor(sum / max)
       ms = ms + carry
@@ -85,25 +102,30 @@ const GCRA_SCRIPT = batchScript(
     else
       code = 0
     end
-    local after = ms
-    if max > 0 then after = ms + rem / max end
-    out[2 * i - 1] = string.format('%.17g', before)
-    out[2 * i] = string.format('%.17g', after)
-    ttls[i] = ms - now + ${TTL_MARGIN_MS}
-    if rem > 0 then ttls[i] = ttls[i] + 1 end
-    writes[2 * i - 1], writes[2 * i] = 't', string.format('%d:%d', ms, rem)
+    out[2 * i - 1] = before
+    out[2 * i] = (ms - now) * max + rem
+    ttls[i] = false
+    if plains[i] or ms + ${TTL_MARGIN_MS + 1} > armed then
+      ttls[i] = ms - now + ${TTL_MARGIN_MS + 1} + w
+      armed = now + ttls[i]
+    end
+    local at = 6 * (i - 1)
+    writes[at + 1], writes[at + 2], writes[at + 3], writes[at + 4], writes[at + 5], writes[at + 6] = 't', ms, 'r', rem, 'e', armed
   end
   ${LUA_REPLAYED}
-  ${luaHashWrites(true, 1, 'replace')}`,
+  ${luaHashWrites('ttls[i]', 1, 'replace', 3)}`,
+  LUA_TAT_TEXT,
 )
 
-/** The TAT of a GCRA key in Lua, for refunds, settles and leases: its field `t`, parsed, or nil when there is none. */
-export const LUA_TAT = `
+/** The TAT of a GCRA key in Lua, for refunds, settles and leases (nil when there is none), and its writer (`e` 0: see GCRA_SCRIPT). */
+export const LUA_TAT = `${LUA_TAT_TEXT}
 local function tatOf(key)
-  local stored = redis.call('HGET', key, 't')
-  if not stored then return nil end
-  local m, r = string.match(stored, '^(-?%d+):(%d+)$')
-  return tonumber(m or stored), tonumber(r or '0')
+  local v = redis.call('HMGET', key, 't', 'r')
+  if not v[1] then return nil end
+  return tatText(v[1], v[2])
+end
+local function setTat(key, ms, rem)
+  redis.call('HSET', key, 't', ms, 'r', rem, 'e', 0)
 end`
 
 /** Back by cost × T, exactly, in the "<ms>:<rem>" form, once per call; the key goes when the bucket is full again. HSET keeps its TTL. */
@@ -117,7 +139,7 @@ for i = 1, n do
     ms = ms + carry
     rem = sum - carry * max
     if ms > now or (ms == now and rem > 0) then
-      redis.call('HSET', KEYS[i], 't', string.format('%d:%d', ms, rem))
+      setTat(KEYS[i], ms, rem)
     else
       redis.call('DEL', KEYS[i])
     end
@@ -155,10 +177,10 @@ for i = 1, n do
           local ttl = ms - settled + ${TTL_MARGIN_MS}
           if rem > 0 then ttl = ttl + 1 end
           local fresh = redis.call('PEXPIRE', KEYS[i], ttl) == 0
-          redis.call('HSET', KEYS[i], 't', string.format('%d:%d', ms, rem))
+          setTat(KEYS[i], ms, rem)
           if fresh then redis.call('PEXPIRE', KEYS[i], ttl) end
         else
-          redis.call('HSET', KEYS[i], 't', string.format('%d:%d', ms, rem))
+          setTat(KEYS[i], ms, rem)
         end
       elseif stored and delta < 0 then
         redis.call('DEL', KEYS[i])
@@ -264,6 +286,14 @@ function verdict(out: Verdict, limit: LimitSpec, a: number, _b: number, cost: nu
 
 export const gcra: Algorithm = {
   name: 'gcra',
+  fromScript(call, values) {
+    // The script's distances from now, in units of 1/max ms (GCRA_SCRIPT), back to TATs in ms.
+    for (let i = 0; i < call.limits.length; i++) {
+      const { max } = call.limits[i]!
+      values[2 * i] = max > 0 ? call.now + values[2 * i]! / max : call.now
+      values[2 * i + 1] = max > 0 ? call.now + values[2 * i + 1]! / max : call.now
+    }
+  },
   burst: true,
   refundsByCallId: false,
   keys: oneKeyPerLimit('gcra'),

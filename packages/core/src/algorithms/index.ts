@@ -31,6 +31,13 @@ export function forgetKeysOf(algorithm: Algorithm, call: StoreCall): string[] {
   return keys
 }
 
+/** The store keys one refund touches: the call's keys, or those the algorithm names for a refund (refundKeys). */
+export function refundKeysOf(algorithm: Algorithm, call: StoreCall): string[] {
+  const keys: string[] = []
+  for (let i = 0; i < call.limits.length; i++) (algorithm.refundKeys ?? algorithm.keys)(call, i, keys)
+  return keys
+}
+
 /** The store keys one settle touches, in the order the settle scripts take them. */
 export function settleKeysOf(algorithm: Algorithm, call: StoreCall): string[] {
   const keys: string[] = []
@@ -40,4 +47,4 @@ export function settleKeysOf(algorithm: Algorithm, call: StoreCall): string[] {
 
 export type { Algorithm } from './algorithm'
 export type { MemoryTwin, Verdict } from './protocol'
-export { argsOf, batchArgs, CALL_RECORD_TTL_MS, callRecordKey, MAX_BATCH_CALLS, TTL_MARGIN_MS } from './protocol'
+export { argsOf, batchArgs, CALL_RECORD_TTL_MS, callRecordKey, MAX_BATCH_CALLS, MAX_BATCH_SEQUENCE, TTL_MARGIN_MS } from './protocol'

@@ -15,7 +15,7 @@ import { TTL_MARGIN_MS } from './protocol'
  * - `<key>:lessee:<owner>`, this process's marker. A grant made while the process believes it holds
  *   one, and finds it gone, means Redis lost its data (a restart, a flush): see LEASE_FIXED_SCRIPT.
  *
- * Only GET, SET, INCRBY, DECRBY, PEXPIRE, DEL and, for GCRA's TAT, HGET and HSET run inside the scripts, so the least-privilege ACL
+ * Only GET, SET, INCRBY, DECRBY, PEXPIRE, DEL and, for GCRA's TAT, HMGET and HSET run inside the scripts, so the least-privilege ACL
  * user the README documents can run them.
  */
 
@@ -107,7 +107,7 @@ if left < 0 then left = 0 end
 return {granted, left, lessees, restarted, 0}`
 
 /**
- * GCRA. KEYS: the TAT (field `t`, "ms:rem", as gcra.ts keeps it), the lessee counter, the marker. ARGV: leaseArgs.
+ * GCRA. KEYS: the TAT (fields `t` and `r`, as gcra.ts keeps it), the lessee counter, the marker. ARGV: leaseArgs.
  * Unspent units of a lapsed slice (`adjust`) move the TAT back first, as a refund does. The units
  * that fit are floor((burst × W − (TAT − now) × max) / W); the grant is a slice of them as for the
  * fixed window, and moves the TAT on by granted × W / max, exactly, with its TTL. After a loss nothing
@@ -142,7 +142,7 @@ if ms > now or rem > 0 then
   local keep = ms - now + ${TTL_MARGIN_MS}
   if rem > 0 then keep = keep + 1 end
   local fresh = redis.call('PEXPIRE', KEYS[1], keep) == 0
-  redis.call('HSET', KEYS[1], 't', string.format('%d:%d', ms, rem))
+  setTat(KEYS[1], ms, rem)
   if fresh then redis.call('PEXPIRE', KEYS[1], keep) end
 end
 return {granted, fit, lessees, restarted, waitMs}`
@@ -169,7 +169,7 @@ elseif back > 0 then
     ms = ms + carry
     rem = sum - carry * max
     if ms > now or (ms == now and rem > 0) then
-      redis.call('HSET', KEYS[1], 't', string.format('%d:%d', ms, rem))
+      setTat(KEYS[1], ms, rem)
     else
       redis.call('DEL', KEYS[1])
     end

@@ -1,5 +1,5 @@
 import { stem } from '../keys'
-import type { StoreCall } from '../types'
+import type { LimitSpec, StoreCall } from '../types'
 
 /*
  * What the algorithms share. Each algorithm, in one file (fixed-window.ts, sliding-window.ts, gcra.ts,
@@ -11,12 +11,12 @@ import type { StoreCall } from '../types'
  * The admit protocol (types.ts, StoreCall/StoreResult) is shared by every algorithm. One script call
  * decides a batch of calls, in order (the store sends one per event-loop turn, batchScript below):
  *   KEYS  = for each call, the keys of each of its limits, in limit order, as `keys` appends them
- *   ARGV  = the store's instance id, the batch's sequence number, the number of calls, then per call:
- *           its id, cost, now (epoch ms from the limiter's clock), number of limits, and max,
- *           windowMs, burst per limit
+ *   ARGV  = the store's instance id, the batch's sequence number, the number of calls, then the
+ *           limits and per call its id, cost, now (epoch ms from the limiter's clock) and limits, as
+ *           batchArgs lays them out
  *   Reply = { the first call's id, then per call: its code, two numbers per limit }, the code 1
- *           (admitted), 0 (refused), 2 (admitted by an earlier run of this batch: see "Exactly once")
- *           or -1 (a key of this call alone failed, WRONGTYPE say: its message in place of the first
+ *           (admitted), 0 (refused), 2 (admitted by an earlier run of this batch), 3 (run by an earlier
+ *           run of this batch, which counted on its key: see "Exactly once") or -1 (a key of this call alone failed, WRONGTYPE say: its message in place of the first
  *           number); the numbers' meaning each algorithm documents
  * Each call's admit first checks every limit, then updates all of them or none: a request refused by
  * one limit uses up no other. A script runs atomically in Redis: one round trip and no race. Every key a
@@ -26,11 +26,13 @@ import type { StoreCall } from '../types'
  * back sends it again once reconnected (ioredis's autoResendUnfulfilledCommands), and a batch that ran
  * must not count twice. The protection lives in the state it protects, at no key and no command of its
  * own: each key an admit writes keeps, in a field named by the store's instance id, the sequence of the
- * last batch of that store that counted on it and a bitmask of the 31 before it (LUA_SEEN). A batch holds
- * at most one call per key (the store starts a new batch rather than put a second), so the batch's bit on
- * a call's first key says exactly that this call was admitted by an earlier run; the run again answers
- * it admitted (code 2, with the numbers as it reads them now, its own units included) and counts nothing.
- * A call the first run refused counted nothing and has no bit: it is decided again. A store sends its
+ * last batch of that store that counted on it and a bitmask of the 19 before it (LUA_SEEN). A batch runs
+ * whole or not at all, so a call whose first key holds the batch's bit (set by an earlier run, not by an
+ * earlier call of this run) ran before, and counts nothing again (code 3, LUA_REPLAYED). Alone on its key
+ * in the batch, it was admitted, and is answered so, with the numbers as read now (its own units
+ * included); beside another call of the batch on that key, its first reply is lost with no way to tell
+ * which of them was admitted, and it fails as a call whose reply did not come (onStoreError decides).
+ * A call whose key holds no bit counted nothing in the first run, and is decided again. A store sends its
  * batches in sequence order on one connection per node, so a resend comes before anything newer on the
  * same key; the mask only needs to absorb the little reordering a NOSCRIPT retry or a Cluster redirect
  * makes, and a bit older than the mask reads as "not seen" (counted, as before calls were recorded). The
@@ -104,57 +106,65 @@ export function callRecordKey(call: StoreCall, op: 'refund' | 'settle'): string 
 /** Calls in one admit script at most: a batch stalls Redis for its other clients no longer than a few hundred µs. */
 export const MAX_BATCH_CALLS = 64
 
+/** Bits of the mask in a record: the batches before the last that a record still tells apart. */
+const MASK_BITS = 20
+
+/** Where a store's batch sequence starts again: a record's last sequence times 2^MASK_BITS stays below 2^53. */
+export const MAX_BATCH_SEQUENCE = 2 ** 32
+
 /**
  * The record of exactly once (see the top of this file), kept in the field `inst` of each hash an admit
- * writes: "<last sequence>:<mask>", bit d of the mask set when batch `last − d` was admitted there.
- * `seen(rec)` is true when this batch (`seq`) was; `marked(rec)` is the record with its bit set. Plain
- * arithmetic on doubles, exact below 2^53: the mask stays below 2^32.
+ * writes: one number, last × 2^20 + mask, bit d of the mask set when batch `last − d` was admitted there
+ * (a number, not text: parsing and formatting text cost more than the rest of the record). `seen(rec)` is
+ * true when this batch (`seq`) was; `marked(rec)` is the record with its bit set. Plain arithmetic on
+ * doubles, exact below 2^53. After the sequence starts again (MAX_BATCH_SEQUENCE), a key's older record
+ * reads as "not seen" until the key expires: counted, as before calls were recorded.
  */
 export const LUA_SEEN = `
 local function seen(rec)
+  rec = tonumber(rec)
   if not rec then return false end
-  local l, m = string.match(rec, '^(%d+):(%d+)$')
-  if not l then return false end
-  local d = tonumber(l) - seq
-  return d >= 0 and d < 32 and math.floor(tonumber(m) / 2 ^ d) % 2 == 1
+  local d = math.floor(rec / ${2 ** MASK_BITS}) - seq
+  return d >= 0 and d < ${MASK_BITS} and math.floor((rec % ${2 ** MASK_BITS}) / 2 ^ d) % 2 == 1
 end
 local function marked(rec)
-  local l, m
-  if rec then l, m = string.match(rec, '^(%d+):(%d+)$') end
-  if not l then return string.format('%d:1', seq) end
-  l, m = tonumber(l), tonumber(m)
+  rec = tonumber(rec)
+  if not rec then return seq * ${2 ** MASK_BITS} + 1 end
+  local l, m = math.floor(rec / ${2 ** MASK_BITS}), rec % ${2 ** MASK_BITS}
   if seq > l then
-    if seq - l >= 32 then m = 1 else m = (m * 2 ^ (seq - l)) % 4294967296 + 1 end
+    if seq - l >= ${MASK_BITS} then m = 1 else m = (m * 2 ^ (seq - l)) % ${2 ** MASK_BITS} + 1 end
     l = seq
-  elseif l - seq < 32 and math.floor(m / 2 ^ (l - seq)) % 2 == 0 then
+  elseif l - seq < ${MASK_BITS} and math.floor(m / 2 ^ (l - seq)) % 2 == 0 then
     m = m + 2 ^ (l - seq)
   end
-  return string.format('%d:%d', l, m)
+  return l * ${2 ** MASK_BITS} + m
 end`
 
 /**
  * The admit script of an algorithm: `body` decides one call, the batch's calls in turn. It sees `id`,
  * `cost`, `now`, `n` (its limits), `k` (its keys are KEYS[k + 1] on, `perLimit` per limit), `lim` (limit
- * i's max is ARGV[lim + 3i − 2], its windowMs the next, its burst the next), `inst` and `seq` (the
+ * i's max is lims[lim + 3i − 2], its windowMs the next, its burst the next, as numbers), `inst` and `seq` (the
  * record's field and this batch, LUA_SEEN), and fills `out` (2n numbers) and `code` (1 admitted, 0 refused,
- * 2 admitted before). `try(command, ...)` runs a read whose WRONGTYPE fails this call alone: it returns
+ * 2 admitted before, 3 ran before). The tables `out`, `recs`, `fresh`, `ttls`, `writes` and `plains` are the script's, reused
+ * by every call (a body sets what it reads; a table per call cost more than a Redis command).
+ * `try(command, ...)` runs a read whose WRONGTYPE fails this call alone: it returns
  * false, and the call's code becomes -1 with the error as its first number; any other error (NOPERM) is
- * the script's, as a plain call's would be. `hread(key,
- * field)` reads a hash-keyed algorithm's field and this store's record, or, from a plain string (the
- * fixed window's transaction path writes those, and earlier versions wrote every counter and TAT so),
- * its value and true.
+ * the script's, as a plain call's would be. `hread(key, fields...)` reads a hash-keyed algorithm's key:
+ * this store's record, false, and the fields' values; or, from a plain string (the fixed window's
+ * transaction path writes those, and earlier versions wrote every counter and TAT so), nil, true and
+ * its value. `prelude`: Lua of the algorithm's own, defined once before the calls.
  */
-export function batchScript(perLimit: number, body: string): string {
+export function batchScript(perLimit: number, body: string, prelude = ''): string {
   // Only the helpers the body calls: what a script calls is what a Redis user is told it needs (permissions.ts).
   const hread = body.includes('hread(')
     ? `
-local function hread(key, field)
-  local v = redis.pcall('HMGET', key, field, inst)
+local function hread(key, ...)
+  local v = redis.pcall('HMGET', key, inst, ...)
   if type(v) == 'table' and v.err then
     if not string.find(v.err, 'WRONGTYPE', 1, true) then error(v) end
-    return try('GET', key), nil, true
+    return nil, true, try('GET', key)
   end
-  return v[1], v[2], false
+  return v[1], false, unpack(v, 2)
 end`
     : ''
   return `local inst, seq = ARGV[1], tonumber(ARGV[2])
@@ -169,13 +179,17 @@ local function try(...)
   end
   return r
 end
-${hread}
-local reply = {ARGV[4]}
-local k, a = 0, 4
+${hread}${prelude}
+local out, recs, fresh, ttls, writes, plains, touched = {}, {}, {}, {}, {}, {}, {}
+local base, last = tonumber(ARGV[4]), 5 + tonumber(ARGV[5])
+local lims = {}
+for j = 6, last do lims[j] = tonumber(ARGV[j]) end
+local reply = {ARGV[last + 1]}
+local k, a, r = 0, last + 1, 1
 for _ = 1, tonumber(ARGV[3]) do
-  local id, cost, now, n = ARGV[a], tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3])
-  local lim = a + 3
-  local out, code = {}, 1
+  local id, cost, now, lim = ARGV[a], tonumber(ARGV[a + 1]), base + tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3])
+  local n = lims[lim]
+  local code = 1
   failed = nil
   do
 ${body}
@@ -184,27 +198,44 @@ ${body}
     code = -1
     out[1] = failed
   end
-  reply[#reply + 1] = code
-  for j = 1, 2 * n do reply[#reply + 1] = out[j] or 0 end
+  r = r + 1
+  reply[r] = code
+  for j = 1, 2 * n do reply[r + j] = out[j] or 0 end
+  r = r + 2 * n
   k = k + ${perLimit} * n
-  a = a + 4 + 3 * n
+  a = a + 4
 end
 return reply`
 }
 
-/** ARGV of an admit script for `calls`, after the store's instance id and the batch's sequence. */
+/**
+ * ARGV of an admit script for `calls`, after the store's instance id and the batch's sequence: the number
+ * of calls, the first call's time (the others' are sent as differences from it), then the limits of the
+ * batch's calls, each list once (a limiter's calls share one: its number of limits, then max, windowMs,
+ * burst per limit), then per call its id, cost, time and where its limits start. Parsing the same limits
+ * and 13-digit times again for every call was a good part of what a decision cost Redis.
+ */
 export function batchArgs(instance: string, seq: number, calls: readonly StoreCall[]): Array<string | number> {
-  const args: Array<string | number> = [instance, seq, calls.length]
+  const base = calls[0]!.now
+  const limits: Array<number> = []
+  const at = new Map<readonly LimitSpec[], number>()
+  const perCall: Array<string | number> = []
   for (const call of calls) {
-    args.push(call.id, call.cost, call.now, call.limits.length)
-    for (const l of call.limits) args.push(l.max, l.windowMs, l.burst)
+    let start = at.get(call.limits)
+    if (start === undefined) {
+      start = 6 + limits.length
+      at.set(call.limits, start)
+      limits.push(call.limits.length)
+      for (const l of call.limits) limits.push(l.max, l.windowMs, l.burst)
+    }
+    perCall.push(call.id, call.cost, call.now - base, start)
   }
-  return args
+  return [instance, seq, calls.length, base, limits.length, ...limits, ...perCall]
 }
 
 /**
- * The write half shared by the hash-keyed algorithms (the counters, GCRA): `writes[i]` is the field and
- * value limit i's key takes, `recs[i]` the record it held, `fresh[i]` whether the key was missing. A hash
+ * The write half shared by the hash-keyed algorithms (the counters, GCRA): `writes` holds the `pairs`
+ * fields and values limit i's key takes (from 2 × pairs × (i − 1) + 1 on), `recs[i]` the record it held, `fresh[i]` whether the key was missing. A hash
  * cannot be created with its TTL, and a script is not rolled back when Redis refuses one of its commands
  * (ACL, maxmemory), so the order is what keeps every key with a TTL:
  * - before anything is written, each key about to be made is checked for PEXPIRE with
@@ -213,19 +244,22 @@ export function batchArgs(instance: string, seq: number, calls: readonly StoreCa
  * - then each HSET with its record, and the PEXPIRE right after it on a key it made. HSET is the first
  *   write, and a Redis at maxmemory refuses it (a denyoom command) before anything is written; once one
  *   write ran, Redis lets the rest of the script write, so no call is half counted.
- * `always`: the TTL moves on each write (GCRA), so an existing key's PEXPIRE runs too. `step`: keys per
+ * `expire`: when a key's TTL is set after its HSET (`fresh[i]` for the counters, whose TTL never moves;
+ * GCRA's says when its TTL must move on). `step`: keys per
  * limit, the first of each written. A key read as a plain string (`plains[i]`, see hread) is counted as
  * one (`count`: the fixed window's transaction path owns it, and has no record) or replaced by the hash
  * (`replace`: a key of an earlier version, which had none).
  */
-export function luaHashWrites(always: boolean, step: number, plain: 'count' | 'replace'): string {
+export function luaHashWrites(expire: string, step: number, plain: 'count' | 'replace', pairs = 1): string {
   const key = step === 1 ? 'KEYS[k + i]' : `KEYS[k + ${step} * (i - 1) + 1]`
+  const fields = Array.from({ length: 2 * pairs }, (_, j) => `writes[${2 * pairs} * (i - 1) + ${j + 1}]`).join(', ')
   const made = plain === 'replace' ? '(fresh[i] or plains[i])' : 'fresh[i]'
   const plainWrite =
     plain === 'count'
       ? `redis.call('INCRBY', ${key}, cost)`
       : `redis.call('DEL', ${key})
-        redis.call('HSET', ${key}, writes[2 * i - 1], writes[2 * i], inst, marked(nil))
+        redis.call('HSET', ${key}, ${fields}, inst, marked(nil))
+        touched[${key}] = true
         redis.call('PEXPIRE', ${key}, ttls[i])`
   return `
   if code == 1 and cost > 0 and not failed then
@@ -238,16 +272,22 @@ export function luaHashWrites(always: boolean, step: number, plain: 'count' | 'r
       if plains[i] then
         ${plainWrite}
       else
-        redis.call('HSET', ${key}, writes[2 * i - 1], writes[2 * i], inst, marked(recs[i]))
-        if ${always ? 'true' : 'fresh[i]'} then redis.call('PEXPIRE', ${key}, ttls[i]) end
+        redis.call('HSET', ${key}, ${fields}, inst, marked(recs[i]))
+        touched[${key}] = true
+        if ${expire} then redis.call('PEXPIRE', ${key}, ttls[i]) end
       end
     end
   end`
 }
 
-/** After a hash-keyed algorithm's reads: the call was admitted by an earlier run of this batch (code 2). */
+/**
+ * After a hash-keyed algorithm's reads: an earlier run of this batch counted on the call's first key
+ * (code 3), which this run has not written yet (`touched`, set by luaHashWrites). The bit is per batch and
+ * key, so it says the call was admitted only when no other call of the batch has that key; the store,
+ * which knows, answers it admitted then, and otherwise as a call whose reply was lost (script-batcher.ts).
+ */
 export const LUA_REPLAYED = `
-  if cost > 0 and not failed and seen(recs[1]) then code = 2 end`
+  if cost > 0 and not failed and not touched[KEYS[k + 1]] and seen(recs[1]) then code = 3 end`
 
 /**
  * The first lines of a refund script: a refund already run for this call id (its record exists) returns

@@ -13,38 +13,56 @@ import type { Windows } from './windows'
 
 /**
  * One call of a batch (batchScript) on sorted sets of entries `<call id>:<unit>` scored by time, one per
- * limit; the concurrency algorithm runs the same (its window is a slot's longest hold). Entries older
- * than the window leave first. An entry named by the call's id already there means an earlier run of
- * this batch admitted it (exactly once, protocol.ts): nothing is added again. A sorted set cannot be
- * created with a TTL, so the writes go PEXPIRE first (re-arming an existing log), then ZADD, then PEXPIRE
- * again for a log the ZADD created. A user who may not run PEXPIRE is refused before anything is written,
- * and one who may not run ZADD leaves the TTL re-armed: a script is not rolled back when Redis refuses
- * one of its commands, and no refusal can leave a log without a TTL.
+ * limit; the concurrency algorithm runs the same (its window is a slot's longest hold). Entries older than
+ * the window leave first, when the oldest is one of them. The entry of the slot that frees enough room is
+ * read only when the log is that full. Exactly once (protocol.ts): an earlier run of this batch that
+ * admitted the call left its entries, so the call's first entry is already there when it is added again
+ * (ZADD NX adds none), or, when the log is full now, found by ZSCORE; either way nothing is added again and
+ * the call is answered admitted. The writes: a log about to be made is checked for PEXPIRE first
+ * (acl_check_cmd, which writes nothing, as luaHashWrites does), then ZADD, the first write (refused at
+ * maxmemory before anything is written), then PEXPIRE, which re-arms the log's TTL to the window from its
+ * newest entry, so no refusal can leave a log without a TTL.
  */
 export const LOG_ADMIT_SCRIPT = batchScript(
   1,
-  `if cost > 0 and try('ZSCORE', KEYS[k + 1], id .. ':1') then code = 2 end
-  for i = 1, n do
-    local max, w = tonumber(ARGV[lim + 3 * i - 2]), tonumber(ARGV[lim + 3 * i - 1])
-    try('ZREMRANGEBYSCORE', KEYS[k + i], '-inf', now - w)
-    local c = try('ZCARD', KEYS[k + i]) or 0
+  `for i = 1, n do
+    local max, w = lims[lim + 3 * i - 2], lims[lim + 3 * i - 1]
+    local key = KEYS[k + i]
+    local first = try('ZRANGE', key, 0, 0, 'WITHSCORES') or {}
+    if first[2] and tonumber(first[2]) <= now - w then
+      try('ZREMRANGEBYSCORE', key, '-inf', now - w)
+      first = try('ZRANGE', key, 0, 0, 'WITHSCORES') or {}
+    end
+    local c = 0
+    if first[2] then c = try('ZCARD', key) or 0 end
+    fresh[i] = c == 0
     local idx = c + cost - max - 1
-    if idx < 0 then idx = 0 end
     local s = now
-    local r = try('ZRANGE', KEYS[k + i], idx, idx, 'WITHSCORES') or {}
-    if r[2] then s = tonumber(r[2]) end
+    if idx > 0 then
+      local r = try('ZRANGE', key, idx, idx, 'WITHSCORES') or {}
+      if r[2] then s = tonumber(r[2]) end
+    elseif first[2] then
+      s = tonumber(first[2])
+    end
     out[2 * i - 1] = c
     out[2 * i] = s
-    if code == 1 and c + cost > max then code = 0 end
+    if c + cost > max then code = 0 end
   end
+  if code == 0 and cost > 0 and not failed and try('ZSCORE', KEYS[k + 1], id .. ':1') then code = 2 end
   if code == 1 and cost > 0 and not failed then
-    local fresh = {}
     for i = 1, n do
-      fresh[i] = redis.call('PEXPIRE', KEYS[k + i], tonumber(ARGV[lim + 3 * i - 1]) + ${TTL_MARGIN_MS}) == 0
+      if fresh[i] and not (redis.acl_check_cmd and redis.acl_check_cmd('PEXPIRE', KEYS[k + i], '1')) then
+        redis.call('PEXPIRE', KEYS[k + i], lims[lim + 3 * i - 1] + ${TTL_MARGIN_MS})
+      end
     end
     for i = 1, n do
-      for j = 1, cost do redis.call('ZADD', KEYS[k + i], now, id .. ':' .. j) end
-      if fresh[i] then redis.call('PEXPIRE', KEYS[k + i], tonumber(ARGV[lim + 3 * i - 1]) + ${TTL_MARGIN_MS}) end
+      local added = 0
+      for j = 1, cost do added = added + redis.call('ZADD', KEYS[k + i], 'NX', now, id .. ':' .. j) end
+      if i == 1 and added == 0 then
+        code = 2
+        break
+      end
+      redis.call('PEXPIRE', KEYS[k + i], lims[lim + 3 * i - 1] + ${TTL_MARGIN_MS})
     end
   end`,
 )

@@ -23,27 +23,52 @@ import {
 /**
  * One call of a batch (batchScript). The current window's key is a hash (its count in field `n`, beside
  * the records of exactly once, protocol.ts) and lives until the end of the next window, where it is the
- * previous one.
+ * previous one. It also keeps the previous window's count (field `p`), read from the previous window's
+ * key when the first count of the window makes it, so later requests of the window read one key, not two.
+ * What can still move the previous count after that is taken to `p` too: a refund after the edge (the
+ * refund script below). A settle does not move it (it stops once the next window's key exists). Counts
+ * added to the previous window after the current one's key was made by a process whose clock lags the
+ * others' are the exception: the estimate leaves them out, as they came after the window they were for.
  */
 const SLIDING_WINDOW_SCRIPT = batchScript(
   2,
-  `local recs, fresh, ttls, writes, plains = {}, {}, {}, {}, {}
-  for i = 1, n do
-    local max, w = tonumber(ARGV[lim + 3 * i - 2]), tonumber(ARGV[lim + 3 * i - 1])
+  `for i = 1, n do
+    local max, w = lims[lim + 3 * i - 2], lims[lim + 3 * i - 1]
     local e = now - math.floor(now / w) * w
     local v
-    v, recs[i], plains[i] = hread(KEYS[k + 2 * i - 1], 'n')
+    local p
+    recs[i], plains[i], v, p = hread(KEYS[k + 2 * i - 1], 'n', 'p')
     local cur = tonumber(v or '0')
-    local prev = tonumber(hread(KEYS[k + 2 * i], 'n') or '0')
+    if not p then
+      local _, _, q = hread(KEYS[k + 2 * i], 'n')
+      p = q
+    end
+    local prev = tonumber(p or '0')
     fresh[i] = not v
     ttls[i] = (math.floor(now / w) + 2) * w - now + ${TTL_MARGIN_MS}
-    writes[2 * i - 1], writes[2 * i] = 'n', cur + cost
+    local at = 4 * (i - 1)
+    writes[at + 1], writes[at + 2], writes[at + 3], writes[at + 4] = 'n', cur + cost, 'p', prev
     out[2 * i - 1] = prev
     out[2 * i] = cur
     if prev * (w - e) + (cur + cost) * w > max * w then code = 0 end
   end
   ${LUA_REPLAYED}
-  ${luaHashWrites(false, 2, 'replace')}`,
+  ${luaHashWrites('fresh[i]', 2, 'replace', 2)}`,
+)
+
+/**
+ * The refund (KEYS per limit: the call's window's key, the next window's): the cost comes off the
+ * call's window's count, as counterRefundScript takes it, and off the previous count the next window's
+ * key keeps (`p`) when that key exists already, so the next window reads what the memory twin reads.
+ */
+const SLIDING_WINDOW_REFUND_SCRIPT = counterRefundScript(
+  2,
+  `
+  local next = KEYS[2 * i]
+  if redis.call('TYPE', next).ok == 'hash' then
+    local p = tonumber(redis.call('HGET', next, 'p') or '0')
+    if p > 0 then redis.call('HINCRBY', next, 'p', -math.min(p, cost)) end
+  end`,
 )
 
 function memory(windows: Windows): MemoryTwin {
@@ -104,6 +129,7 @@ export const slidingWindow: Algorithm = {
     const w = windowIndex(call.now, call.limits[i]!.windowMs)
     out.push(`${s}:${w}`, `${s}:${w - 1}`)
   },
+  refundKeys: counterSettleKeys,
   forgetKeys(call: StoreCall, i: number, out: string[]) {
     // The window before the previous one outlives it by the TTL margin: a reset leaves nothing.
     const s = stem(call, i)
@@ -113,7 +139,7 @@ export const slidingWindow: Algorithm = {
   admitScript: SLIDING_WINDOW_SCRIPT,
   settleKeys: counterSettleKeys,
   settleScript: counterSettleScript(2),
-  refundScript: counterRefundScript(2),
+  refundScript: SLIDING_WINDOW_REFUND_SCRIPT,
   memory,
   verdict,
   unavailable: counterUnavailable,

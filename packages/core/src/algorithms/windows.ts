@@ -248,14 +248,15 @@ end`
 /**
  * Refund of the window algorithms in Lua: takes the cost off the current window's counter of each
  * limit (the first of its `step` keys), never below zero, once per call (LUA_REFUND_HEAD). The key keeps
- * its TTL. A later window has other keys, so a refund arriving after the edge changes nothing.
+ * its TTL. A later window has other keys, so a refund arriving after the edge changes nothing. `more`:
+ * Lua run for each limit after that (the sliding window's).
  */
-export function counterRefundScript(step: number): string {
+export function counterRefundScript(step: number, more = ''): string {
   return `${LUA_REFUND_HEAD}${LUA_COUNTER}
 for i = 1, n / ${step} do
   local key = KEYS[(i - 1) * ${step} + 1]
   local c, hash = countOf(key)
-  if c > 0 then add(key, hash, -math.min(c, cost)) end
+  if c > 0 then add(key, hash, -math.min(c, cost)) end${more}
 end
 return ARGV[3]`
 }

@@ -1,4 +1,4 @@
-import { ALGORITHMS, batchArgs, keysOf, MAX_BATCH_CALLS } from '../../algorithms'
+import { ALGORITHMS, batchArgs, keysOf, MAX_BATCH_CALLS, MAX_BATCH_SEQUENCE } from '../../algorithms'
 import type { AlgorithmName, StoreCall, StoreResult } from '../../types'
 import { keySlot } from './slots'
 
@@ -6,18 +6,21 @@ import { keySlot } from './slots'
  * The script algorithms' admits of one event-loop turn, sent together: one script call per batch
  * (algorithms/protocol.ts), where one EVALSHA per admit cost Redis several times the fixed window's
  * transaction per decision. A batch holds calls of one algorithm and, on a Cluster, of one slot (a
- * script's keys must share one), and at most one call per key: its record of exactly once is one bit per
- * batch and key (protocol.ts), so a second call on a key waits for the next batch, which goes out right
- * behind it. Batches are numbered in the order they are sent, which is the order a connection runs them.
+ * script's keys must share one). Batches are numbered in the order they are sent, which is the order a
+ * connection runs them: the record of exactly once is one bit per batch and key (protocol.ts).
  */
 
 /** What the store sends a batch with: the algorithm's admit script on `keys` and `args`, under its deadline. */
 export type SendBatch = (algorithm: AlgorithmName, keys: string[], args: Array<string | number>) => Promise<unknown>
-/** The answers of a batch from its reply (script-replies.ts batchResults), or a failure for every call. */
-export type ReadBatch = (calls: readonly StoreCall[], reply: unknown) => Array<StoreResult | Error>
+/**
+ * The answers of a batch from its reply (script-replies.ts batchResults), or a failure for every call;
+ * `shared(i)` says whether call i has a key another call of the batch has too.
+ */
+export type ReadBatch = (calls: readonly StoreCall[], reply: unknown, shared: (i: number) => boolean) => Array<StoreResult | Error>
 
 interface Waiting {
   readonly call: StoreCall
+  readonly keys: readonly string[]
   readonly resolve: (result: StoreResult) => void
   readonly reject: (error: unknown) => void
 }
@@ -25,23 +28,21 @@ interface Waiting {
 class Batch {
   readonly waiting: Waiting[] = []
   readonly keys: string[] = []
-  private readonly seen = new Set<string>()
+  /** Calls per key, for `shared`. */
+  private readonly calls = new Map<string, number>()
 
   constructor(readonly algorithm: AlgorithmName) {}
 
-  /** True when none of `keys` is in the batch already. */
-  fits(keys: readonly string[]): boolean {
-    for (const key of keys) if (this.seen.has(key)) return false
-    return true
-  }
-
-  add(waiting: Waiting, keys: readonly string[]): void {
+  add(waiting: Waiting): void {
     this.waiting.push(waiting)
-    for (const key of keys) {
-      this.seen.add(key)
+    for (const key of waiting.keys) {
+      this.calls.set(key, (this.calls.get(key) ?? 0) + 1)
       this.keys.push(key)
     }
   }
+
+  /** True when call `i` has a key another call of this batch has too. */
+  readonly shared = (i: number): boolean => this.waiting[i]!.keys.some((key) => this.calls.get(key)! > 1)
 }
 
 export class ScriptBatcher {
@@ -65,16 +66,11 @@ export class ScriptBatcher {
     const keys = keysOf(ALGORITHMS[call.algorithm], call)
     const group = this.cluster ? `${call.algorithm} ${keySlot(call.storeKey)}` : call.algorithm
     let batch = this.pending.get(group)
-    if (batch !== undefined && !batch.fits(keys)) {
-      this.pending.delete(group)
-      this.sendBatch(batch)
-      batch = undefined
-    }
     if (batch === undefined) {
       batch = new Batch(call.algorithm)
       this.pending.set(group, batch)
     }
-    const result = new Promise<StoreResult>((resolve, reject) => batch.add({ call, resolve, reject }, keys))
+    const result = new Promise<StoreResult>((resolve, reject) => batch.add({ call, keys, resolve, reject }))
     if (this.unbatched || batch.waiting.length >= MAX_BATCH_CALLS) {
       this.pending.delete(group)
       this.sendBatch(batch)
@@ -96,7 +92,7 @@ export class ScriptBatcher {
   private sendBatch(batch: Batch): void {
     const { waiting } = batch
     const calls = waiting.map((w) => w.call)
-    this.sequence = this.sequence >= Number.MAX_SAFE_INTEGER ? 1 : this.sequence + 1
+    this.sequence = this.sequence >= MAX_BATCH_SEQUENCE ? 1 : this.sequence + 1
     let reply: Promise<unknown>
     try {
       reply = this.send(batch.algorithm, batch.keys, batchArgs(this.instance, this.sequence, calls))
@@ -108,7 +104,7 @@ export class ScriptBatcher {
       (value) => {
         let results: Array<StoreResult | Error>
         try {
-          results = this.read(calls, value)
+          results = this.read(calls, value, batch.shared)
         } catch (error) {
           for (const w of waiting) w.reject(error)
           return

@@ -1,3 +1,4 @@
+import { ALGORITHMS } from '../../algorithms'
 import { TollgateError } from '../../errors'
 import type { StoreCall, StoreResult } from '../../types'
 
@@ -41,9 +42,16 @@ export function protocolError(op: 'admit' | 'refund' | 'settle', call: StoreCall
 /**
  * The answers of a batch of admits from its script's reply (algorithms/protocol.ts): per call a
  * StoreResult, or the TollgateError of a key of that call alone (code -1); or, when the reply is not
- * this batch's, why not. A call admitted by an earlier run of the batch (code 2) is admitted.
+ * this batch's, why not. A call admitted by an earlier run of the batch (code 2) is admitted; one run by
+ * an earlier run that counted on its key (code 3) is admitted when no other call of the batch has that
+ * key (`shared`), and otherwise fails: its first reply was lost, and which calls on the key it admitted
+ * cannot be told.
  */
-export function batchResults(calls: readonly StoreCall[], reply: unknown): Array<StoreResult | TollgateError> | string {
+export function batchResults(
+  calls: readonly StoreCall[],
+  reply: unknown,
+  shared: (i: number) => boolean,
+): Array<StoreResult | TollgateError> | string {
   if (!Array.isArray(reply)) return 'is not an array'
   let expected = 1
   for (const call of calls) expected += 1 + 2 * call.limits.length
@@ -52,7 +60,8 @@ export function batchResults(calls: readonly StoreCall[], reply: unknown): Array
   if (reply[0] !== calls[0]!.id) return 'carries another call id'
   const results: Array<StoreResult | TollgateError> = []
   let at = 1
-  for (const call of calls) {
+  for (let c = 0; c < calls.length; c++) {
+    const call = calls[c]!
     const code = reply[at]
     const n = 2 * call.limits.length
     if (code === -1) {
@@ -60,7 +69,17 @@ export function batchResults(calls: readonly StoreCall[], reply: unknown): Array
       at += 1 + n
       continue
     }
-    if (code !== 0 && code !== 1 && code !== 2) return `has no code 1, 0, 2 or -1 at ${at}`
+    if (code !== 0 && code !== 1 && code !== 2 && code !== 3) return `has no code 1, 0, 2, 3 or -1 at ${at}`
+    if (code === 3 && shared(c)) {
+      results.push(
+        new TollgateError(
+          'Redis store call failed: the call ran before its connection was lost and was sent again; its first reply is lost',
+          'TG_STORE_ERROR',
+        ),
+      )
+      at += 1 + call.limits.length * 2
+      continue
+    }
     const values: number[] = new Array(n)
     for (let i = 0; i < n; i++) {
       const v = reply[at + 1 + i]
@@ -69,6 +88,7 @@ export function batchResults(calls: readonly StoreCall[], reply: unknown): Array
       if (!Number.isFinite(x)) return `has a value that is not a number at ${at + 1 + i}`
       values[i] = x
     }
+    ALGORITHMS[call.algorithm].fromScript?.(call, values)
     results.push({ allowed: code !== 0, values })
     at += 1 + n
   }

@@ -1,4 +1,4 @@
-import { ALGORITHM_NAMES, ALGORITHMS, argsOf, callRecordKey, forgetKeysOf, keysOf, settleKeysOf } from '../../algorithms'
+import { ALGORITHM_NAMES, ALGORITHMS, argsOf, callRecordKey, forgetKeysOf, refundKeysOf, settleKeysOf } from '../../algorithms'
 import type { RedisTransactionLike } from '../../algorithms/fixed-window'
 import {
   LEASE_FIXED_SCRIPT,
@@ -158,8 +158,8 @@ export class RedisStore implements Store {
         const script = this.admitScripts.get(algorithm)!
         return this.within(() => script(keys.length, ...keys, ...args))
       },
-      (calls, reply) => {
-        const results = batchResults(calls, reply)
+      (calls, reply, shared) => {
+        const results = batchResults(calls, reply, shared)
         if (typeof results === 'string') throw this.outOfStep('admit', calls[0]!, reply, results)
         return results
       },
@@ -204,7 +204,7 @@ export class RedisStore implements Store {
   }
 
   async refund(call: StoreCall): Promise<void> {
-    const keys = keysOf(ALGORITHMS[call.algorithm], call)
+    const keys = refundKeysOf(ALGORITHMS[call.algorithm], call)
     keys.push(callRecordKey(call, 'refund'))
     const script = this.refundScripts.get(call.algorithm)!
     await this.within(() =>
