@@ -100,3 +100,30 @@ describe.each([
     expect(store.nodeOf(key)).toBe(`127.0.0.1:${to}`)
   })
 })
+
+describe('what a reshard moves after script-algorithm traffic', () => {
+  // The record that keeps a resent call from counting twice lives in the limit's own keys, so moving a
+  // slot moves each client's limit keys and nothing else: at most two per client key (a window
+  // algorithm's current and previous window), where a record key per call made it dozens.
+  const CLIENTS = 20
+  it.each([['sliding-window'], ['gcra'], ['sliding-log'], ['concurrency']] as const)(
+    '%s: at most 2 keys per client key move with the slot',
+    async (algorithm) => {
+      const { slot, keys } = clientsInOneSlot(`reshard-${algorithm}`, CLIENTS)
+      const { limiter, clock } = clusterLimiter(client, { algorithm, max: 100_000, window: WINDOW_MS }, '2s')
+      // Traffic over more than two windows, so the window algorithms have made a third window's keys.
+      const load = consumeLoop(limiter, keys, clock, { concurrency: 2, maxMs: 2500, maxPerClient: 100_000, pauseMs: 2 })
+      await sleep(2500)
+      await load.stop()
+      expect(load.errors).toEqual([])
+      expect(bySource(load.results).store).toBe(load.results.length)
+      const from = await ownerOf(masterPorts[0]!, slot)
+      const to = masterPorts.find((p) => p !== from.port)!
+      const moved = await migrateSlot(slot, from.port, to, masterPorts)
+      console.log(`${algorithm}: ${load.results.length} decisions for ${CLIENTS} client keys; the reshard moved ${moved} keys`)
+      expect(moved).toBeGreaterThanOrEqual(CLIENTS)
+      expect(moved).toBeLessThanOrEqual(2 * CLIENTS)
+    },
+    20_000,
+  )
+})

@@ -248,9 +248,10 @@ export function batchArgs(instance: string, seq: number, calls: readonly StoreCa
  * GCRA's says when its TTL must move on). `step`: keys per
  * limit, the first of each written. A key read as a plain string (`plains[i]`, see hread) is counted as
  * one (`count`: the fixed window's transaction path owns it, and has no record) or replaced by the hash
- * (`replace`: a key of an earlier version, which had none).
+ * (`replace`: a key of an earlier version, which had none). `after`: Lua of the algorithm's own, run for
+ * each key after its write.
  */
-export function luaHashWrites(expire: string, step: number, plain: 'count' | 'replace', pairs = 1): string {
+export function luaHashWrites(expire: string, step: number, plain: 'count' | 'replace', pairs = 1, after = ''): string {
   const key = step === 1 ? 'KEYS[k + i]' : `KEYS[k + ${step} * (i - 1) + 1]`
   const fields = Array.from({ length: 2 * pairs }, (_, j) => `writes[${2 * pairs} * (i - 1) + ${j + 1}]`).join(', ')
   const made = plain === 'replace' ? '(fresh[i] or plains[i])' : 'fresh[i]'
@@ -275,7 +276,7 @@ export function luaHashWrites(expire: string, step: number, plain: 'count' | 're
         redis.call('HSET', ${key}, ${fields}, inst, marked(recs[i]))
         touched[${key}] = true
         if ${expire} then redis.call('PEXPIRE', ${key}, ttls[i]) end
-      end
+      end${after}
     end
   end`
 }

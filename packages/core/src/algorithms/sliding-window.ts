@@ -23,13 +23,25 @@ import {
 /**
  * One call of a batch (batchScript). The current window's key is a hash (its count in field `n`, beside
  * the records of exactly once, protocol.ts) and lives until the end of the next window, where it is the
- * previous one. It also keeps the previous window's count (field `p`), read from the previous window's
+ * previous one; when it is made, the key of the window before the previous goes (DEL), so a client
+ * holds two keys, not three for the TTL margin. It also keeps the previous window's count (field `p`), read from the previous window's
  * key when the first count of the window makes it, so later requests of the window read one key, not two.
  * What can still move the previous count after that is taken to `p` too: a refund after the edge (the
  * refund script below). A settle does not move it (it stops once the next window's key exists). Counts
  * added to the previous window after the current one's key was made by a process whose clock lags the
  * others' are the exception: the estimate leaves them out, as they came after the window they were for.
  */
+/**
+ * After the write that made a window's key: the key of the window before the previous is read by no one
+ * now (the previous window's key keeps its count in `p`), and goes rather than live on for the TTL margin.
+ * Its name is the previous window's with the index one less.
+ */
+const DROP_OLDER = `
+      if fresh[i] then
+        local s, x = string.match(KEYS[k + 2 * i], '^(.*):(%-?%d+)$')
+        if s then redis.call('DEL', s .. ':' .. string.format('%d', tonumber(x) - 1)) end
+      end`
+
 const SLIDING_WINDOW_SCRIPT = batchScript(
   2,
   `for i = 1, n do
@@ -53,7 +65,7 @@ const SLIDING_WINDOW_SCRIPT = batchScript(
     if prev * (w - e) + (cur + cost) * w > max * w then code = 0 end
   end
   ${LUA_REPLAYED}
-  ${luaHashWrites('fresh[i]', 2, 'replace', 2)}`,
+  ${luaHashWrites('fresh[i]', 2, 'replace', 2, DROP_OLDER)}`,
 )
 
 /**
