@@ -108,7 +108,7 @@ async function commands() {
     if (['info', 'config|resetstat', 'dbsize', 'flushall', 'ping', 'client|setname', 'script|load', 'config|get'].includes(command))
       continue
     const calls = Number(/calls=(\d+)/.exec(value)?.[1] ?? 0)
-    byName[command] = calls
+    byName[command] = { calls, usec: Number(/usec=(\d+)/.exec(value)?.[1] ?? 0) }
     // The decisions' commands are all inside a transaction or a script, whose time includes theirs.
     if (['multi', 'exec', 'eval', 'evalsha'].includes(command)) usec += Number(/usec=(\d+)/.exec(value)?.[1] ?? 0)
     if (command === 'eval' || command === 'evalsha') scripts += calls

@@ -23,8 +23,8 @@ export interface Algorithm {
   /** Appends limit `i`'s store keys, in the order its scripts take them. */
   keys(call: StoreCall, i: number, out: string[]): void
   /**
-   * Appends limit `i`'s keys that `forget` (a `reset`) deletes, when they are more than `keys`: the fixed
-   * window's previous window, which outlives its window by the TTL margin, so a reset leaves nothing.
+   * Appends limit `i`'s keys that `forget` (a `reset`) deletes, when they are more than `keys`: the window
+   * algorithms' earlier windows, which outlive their use by the TTL margin, so a reset leaves nothing.
    */
   forgetKeys?(call: StoreCall, i: number, out: string[]): void
   /**

@@ -176,7 +176,8 @@ export const fixedWindow: Algorithm = {
   },
   forgetKeys(call: StoreCall, i: number, out: string[]) {
     const w = windowIndex(call.now, call.limits[i]!.windowMs)
-    out.push(`${stem(call, i)}:${w}`, `${stem(call, i)}:${w - 1}`)
+    // With a window as short as the TTL margin, the one before the previous lives on too.
+    out.push(`${stem(call, i)}:${w}`, `${stem(call, i)}:${w - 1}`, `${stem(call, i)}:${w - 2}`)
   },
   admitScript: FIXED_WINDOW_SCRIPT,
   settleKeys: counterSettleKeys,

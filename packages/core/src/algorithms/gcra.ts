@@ -105,12 +105,13 @@ const GCRA_SCRIPT = batchScript(
     out[2 * i - 1] = before
     out[2 * i] = (ms - now) * max + rem
     ttls[i] = false
+    local rearmed = false
     if plains[i] or ms + ${TTL_MARGIN_MS + 1} > armed then
       ttls[i] = ms - now + ${TTL_MARGIN_MS + 1} + w
-      armed = now + ttls[i]
+      rearmed = now + ttls[i]
     end
     local at = 6 * (i - 1)
-    writes[at + 1], writes[at + 2], writes[at + 3], writes[at + 4], writes[at + 5], writes[at + 6] = 't', ms, 'r', rem, 'e', armed
+    writes[at + 1], writes[at + 2], writes[at + 3], writes[at + 4], writes[at + 5], writes[at + 6] = 't', ms, 'r', rem, 'e', rearmed
   end
   ${LUA_REPLAYED}
   ${luaHashWrites('ttls[i]', 1, 'replace', 3)}`,

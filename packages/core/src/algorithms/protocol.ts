@@ -15,8 +15,9 @@ import type { LimitSpec, StoreCall } from '../types'
  *           limits and per call its id, cost, now (epoch ms from the limiter's clock) and limits, as
  *           batchArgs lays them out
  *   Reply = { the first call's id, then per call: its code, two numbers per limit }, the code 1
- *           (admitted), 0 (refused), 2 (admitted by an earlier run of this batch), 3 (run by an earlier
- *           run of this batch, which counted on its key: see "Exactly once") or -1 (a key of this call alone failed, WRONGTYPE say: its message in place of the first
+ *           (admitted), 0 (refused), 2 (admitted by an earlier run of this batch), 3 (the first call an
+ *           earlier run of this batch admitted), 4 (run by an earlier run, outcome unknown: see "Exactly
+ *           once") or -1 (a key of this call alone failed, WRONGTYPE say: its message in place of the first
  *           number); the numbers' meaning each algorithm documents
  * Each call's admit first checks every limit, then updates all of them or none: a request refused by
  * one limit uses up no other. A script runs atomically in Redis: one round trip and no race. Every key a
@@ -25,14 +26,16 @@ import type { LimitSpec, StoreCall } from '../types'
  * Exactly once. A client that loses its connection after Redis ran a script but before the reply came
  * back sends it again once reconnected (ioredis's autoResendUnfulfilledCommands), and a batch that ran
  * must not count twice. The protection lives in the state it protects, at no key and no command of its
- * own: each key an admit writes keeps, in a field named by the store's instance id, the sequence of the
- * last batch of that store that counted on it and a bitmask of the 19 before it (LUA_SEEN). A batch runs
- * whole or not at all, so a call whose first key holds the batch's bit (set by an earlier run, not by an
- * earlier call of this run) ran before, and counts nothing again (code 3, LUA_REPLAYED). Alone on its key
- * in the batch, it was admitted, and is answered so, with the numbers as read now (its own units
- * included); beside another call of the batch on that key, its first reply is lost with no way to tell
- * which of them was admitted, and it fails as a call whose reply did not come (onStoreError decides).
- * A call whose key holds no bit counted nothing in the first run, and is decided again. A store sends its
+ * own: the first call a batch admits writes, into its first key, in a field named by the store's instance
+ * id, the batch's sequence as the last of that store to record there and a bitmask of the 19 before it
+ * (LUA_SEEN); every call reads that field with its count. A batch runs whole or not at all, so when a
+ * run finds its own bit on a call's first key (set by an earlier run, not by this one), that call was the
+ * one the earlier run admitted first (code 3, LUA_REPLAYED): alone on its key in the batch, it is answered
+ * admitted, with the numbers as read now (its own units included); beside another call of the batch on that
+ * key, which of them was admitted cannot be told, and it fails as a call whose reply did not come
+ * (onStoreError decides). The calls after it ran in the earlier run too and are not run again (code 4: they
+ * fail the same way). The calls before it counted nothing in the earlier run (it admitted none of them) and
+ * are decided again. A store sends its
  * batches in sequence order on one connection per node, so a resend comes before anything newer on the
  * same key; the mask only needs to absorb the little reordering a NOSCRIPT retry or a Cluster redirect
  * makes, and a bit older than the mask reads as "not seen" (counted, as before calls were recorded). The
@@ -181,18 +184,35 @@ local function try(...)
 end
 ${hread}${prelude}
 local out, recs, fresh, ttls, writes, plains, touched = {}, {}, {}, {}, {}, {}, {}
-local base, last = tonumber(ARGV[4]), 5 + tonumber(ARGV[5])
+local recorded, replayed = false, false
+local base, last = tonumber(ARGV[4]), 6 + tonumber(ARGV[6])
 local lims = {}
-for j = 6, last do lims[j] = tonumber(ARGV[j]) end
+for j = 7, last do lims[j - 6] = tonumber(ARGV[j]) end
 local reply = {ARGV[last + 1]}
 local k, a, r = 0, last + 1, 1
+local same = ARGV[5] == '1'
+local cost, lim, now
+if same then
+  cost, lim, now = tonumber(ARGV[a]), tonumber(ARGV[a + 1]) - 6, base
+  a = a + 2
+  reply[1] = ARGV[a]
+end
 for _ = 1, tonumber(ARGV[3]) do
-  local id, cost, now, lim = ARGV[a], tonumber(ARGV[a + 1]), base + tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3])
+  local id = ARGV[a]
+  if same then
+    a = a + 1
+  else
+    cost, now, lim = tonumber(ARGV[a + 1]), base + tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3]) - 6
+    a = a + 4
+  end
   local n = lims[lim]
   local code = 1
   failed = nil
-  do
+  if replayed then
+    code = 4
+  else
 ${body}
+    if code == 3 then replayed = true end
   end
   if failed then
     code = -1
@@ -203,39 +223,58 @@ ${body}
   for j = 1, 2 * n do reply[r + j] = out[j] or 0 end
   r = r + 2 * n
   k = k + ${perLimit} * n
-  a = a + 4
 end
 return reply`
 }
 
 /**
  * ARGV of an admit script for `calls`, after the store's instance id and the batch's sequence: the number
- * of calls, the first call's time (the others' are sent as differences from it), then the limits of the
- * batch's calls, each list once (a limiter's calls share one: its number of limits, then max, windowMs,
- * burst per limit), then per call its id, cost, time and where its limits start. Parsing the same limits
- * and 13-digit times again for every call was a good part of what a decision cost Redis.
+ * of calls, the first call's time, whether every call has the same cost, time and limits (a turn of one
+ * limiter's requests, the usual batch), the limits of the batch's calls, each list once (its number of
+ * limits, then max, windowMs, burst per limit), then either the one cost and where the one list of limits
+ * starts, followed by each call's id, or per call its id, cost, time (as a difference from the first
+ * call's) and where its limits start. Every number Redis turns from text into a Lua number costs about as
+ * much as a command: sent once, it is turned once.
  */
 export function batchArgs(instance: string, seq: number, calls: readonly StoreCall[]): Array<string | number> {
-  const base = calls[0]!.now
+  const first = calls[0]!
+  const base = first.now
   const limits: Array<number> = []
-  const at = new Map<readonly LimitSpec[], number>()
-  const perCall: Array<string | number> = []
+  // By what the limits are, not by the array: a limiter's calls may each carry an array of their own.
+  const at = new Map<string, number>()
+  const starts: number[] = []
+  let same = true
   for (const call of calls) {
-    let start = at.get(call.limits)
+    const l0 = call.limits[0]
+    const key = call.limits.length === 1 && l0 !== undefined ? `${l0.max}:${l0.windowMs}:${l0.burst}` : limitsKey(call.limits)
+    let start = at.get(key)
     if (start === undefined) {
-      start = 6 + limits.length
-      at.set(call.limits, start)
+      start = 7 + limits.length
+      at.set(key, start)
       limits.push(call.limits.length)
       for (const l of call.limits) limits.push(l.max, l.windowMs, l.burst)
     }
-    perCall.push(call.id, call.cost, call.now - base, start)
+    starts.push(start)
+    if (call.now !== base || call.cost !== first.cost || start !== starts[0]) same = false
   }
-  return [instance, seq, calls.length, base, limits.length, ...limits, ...perCall]
+  const args: Array<string | number> = [instance, seq, calls.length, base, same ? 1 : 0, limits.length, ...limits]
+  if (same) {
+    args.push(first.cost, starts[0]!)
+    for (const call of calls) args.push(call.id)
+  } else {
+    for (let i = 0; i < calls.length; i++) args.push(calls[i]!.id, calls[i]!.cost, calls[i]!.now - base, starts[i]!)
+  }
+  return args
+}
+
+function limitsKey(limits: readonly LimitSpec[]): string {
+  return limits.map((l) => `${l.max}:${l.windowMs}:${l.burst}`).join(',')
 }
 
 /**
  * The write half shared by the hash-keyed algorithms (the counters, GCRA): `writes` holds the `pairs`
- * fields and values limit i's key takes (from 2 × pairs × (i − 1) + 1 on), `recs[i]` the record it held, `fresh[i]` whether the key was missing. A hash
+ * fields and values limit i's key takes (from 2 × pairs × (i − 1) + 1 on; with several, the last is left
+ * out when its value is false), `recs[i]` the record it held, `fresh[i]` whether the key was missing. A hash
  * cannot be created with its TTL, and a script is not rolled back when Redis refuses one of its commands
  * (ACL, maxmemory), so the order is what keeps every key with a TTL:
  * - before anything is written, each key about to be made is checked for PEXPIRE with
@@ -253,14 +292,32 @@ export function batchArgs(instance: string, seq: number, calls: readonly StoreCa
  */
 export function luaHashWrites(expire: string, step: number, plain: 'count' | 'replace', pairs = 1, after = ''): string {
   const key = step === 1 ? 'KEYS[k + i]' : `KEYS[k + ${step} * (i - 1) + 1]`
-  const fields = Array.from({ length: 2 * pairs }, (_, j) => `writes[${2 * pairs} * (i - 1) + ${j + 1}]`).join(', ')
+  const field = (j: number) => `writes[${2 * pairs} * (i - 1) + ${j + 1}]`
+  const fields = Array.from({ length: 2 * pairs }, (_, j) => field(j)).join(', ')
+  // With several pairs, the last is written only when its value is not false (a field that rarely moves).
+  // The batch's record goes on the first limit's key of the first call it admits only (see "Exactly once").
+  const write = (args: string) => `if i == 1 and not recorded then
+          redis.call('HSET', ${key}, ${args}, inst, marked(recs[i]))
+          recorded = true
+          touched[${key}] = true
+        else
+          redis.call('HSET', ${key}, ${args})
+        end`
+  const hset =
+    pairs === 1
+      ? write(fields)
+      : `if ${field(2 * pairs - 1)} == false then
+          ${write(Array.from({ length: 2 * pairs - 2 }, (_, j) => field(j)).join(', '))}
+        else
+          ${write(fields)}
+        end`
   const made = plain === 'replace' ? '(fresh[i] or plains[i])' : 'fresh[i]'
   const plainWrite =
     plain === 'count'
       ? `redis.call('INCRBY', ${key}, cost)`
       : `redis.call('DEL', ${key})
-        redis.call('HSET', ${key}, ${fields}, inst, marked(nil))
-        touched[${key}] = true
+        recs[i] = nil
+        ${write(fields)}
         redis.call('PEXPIRE', ${key}, ttls[i])`
   return `
   if code == 1 and cost > 0 and not failed then
@@ -273,8 +330,7 @@ export function luaHashWrites(expire: string, step: number, plain: 'count' | 're
       if plains[i] then
         ${plainWrite}
       else
-        redis.call('HSET', ${key}, ${fields}, inst, marked(recs[i]))
-        touched[${key}] = true
+        ${hset}
         if ${expire} then redis.call('PEXPIRE', ${key}, ttls[i]) end
       end${after}
     end
@@ -282,10 +338,10 @@ export function luaHashWrites(expire: string, step: number, plain: 'count' | 're
 }
 
 /**
- * After a hash-keyed algorithm's reads: an earlier run of this batch counted on the call's first key
- * (code 3), which this run has not written yet (`touched`, set by luaHashWrites). The bit is per batch and
- * key, so it says the call was admitted only when no other call of the batch has that key; the store,
- * which knows, answers it admitted then, and otherwise as a call whose reply was lost (script-batcher.ts).
+ * After a hash-keyed algorithm's reads: an earlier run of this batch recorded itself on the call's first
+ * key (code 3), which this run has not (`touched`, set by luaHashWrites). It says the call was admitted
+ * only when no other call of the batch has that key; the store, which knows, answers it admitted then,
+ * and otherwise as a call whose reply was lost (script-replies.ts batchResults).
  */
 export const LUA_REPLAYED = `
   if cost > 0 and not failed and not touched[KEYS[k + 1]] and seen(recs[1]) then code = 3 end`

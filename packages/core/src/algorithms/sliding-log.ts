@@ -12,37 +12,52 @@ import type { Windows } from './windows'
  */
 
 /**
+ * The member at the head of a log that says until when its TTL runs: scored minus that time, so it sorts
+ * before every entry (scored by their times) and one read of the first two members gives it and the
+ * oldest entry. A log's TTL is then set about once a window, when the newest entry would outlive it, rather
+ * than at every request: it is set two windows (plus the margin) ahead, and a log with no marker (made by an
+ * earlier version) gets one at its next count.
+ */
+const ARMED = '~'
+
+/**
  * One call of a batch (batchScript) on sorted sets of entries `<call id>:<unit>` scored by time, one per
- * limit; the concurrency algorithm runs the same (its window is a slot's longest hold). Entries older than
- * the window leave first, when the oldest is one of them. The entry of the slot that frees enough room is
- * read only when the log is that full. Exactly once (protocol.ts): an earlier run of this batch that
- * admitted the call left its entries, so the call's first entry is already there when it is added again
- * (ZADD NX adds none), or, when the log is full now, found by ZSCORE; either way nothing is added again and
- * the call is answered admitted. The writes: a log about to be made is checked for PEXPIRE first
- * (acl_check_cmd, which writes nothing, as luaHashWrites does), then ZADD, the first write (refused at
- * maxmemory before anything is written), then PEXPIRE, which re-arms the log's TTL to the window from its
- * newest entry, so no refusal can leave a log without a TTL.
+ * limit, behind the ARMED marker; the concurrency algorithm runs the same (its window is a slot's longest
+ * hold). Entries older than the window leave first, when the oldest is one of them. The entry of the slot
+ * that frees enough room is read only when the log is that full. Exactly once (protocol.ts): an earlier
+ * run of this batch that admitted the call left its entries, so the call's first entry is already there
+ * when it is added again (ZADD NX adds none), or, when the log is full now, found by ZSCORE; either way
+ * nothing is added again and the call is answered admitted. The writes: a log about to be made is checked
+ * for PEXPIRE first (acl_check_cmd, which writes nothing, as luaHashWrites does), then ZADD, the first
+ * write (refused at maxmemory before anything is written), then, when the TTL must move on, the marker
+ * and PEXPIRE, so no refusal can leave a log without a TTL.
  */
 export const LOG_ADMIT_SCRIPT = batchScript(
   1,
   `for i = 1, n do
     local max, w = lims[lim + 3 * i - 2], lims[lim + 3 * i - 1]
     local key = KEYS[k + i]
-    local first = try('ZRANGE', key, 0, 0, 'WITHSCORES') or {}
-    if first[2] and tonumber(first[2]) <= now - w then
-      try('ZREMRANGEBYSCORE', key, '-inf', now - w)
-      first = try('ZRANGE', key, 0, 0, 'WITHSCORES') or {}
+    local head = try('ZRANGE', key, 0, 1, 'WITHSCORES') or {}
+    local marked, first = 0, head[2]
+    ttls[i] = 0
+    if head[1] == '${ARMED}' then
+      marked, first, ttls[i] = 1, head[4], -tonumber(head[2])
+    end
+    if first and tonumber(first) <= now - w then
+      try('ZREMRANGEBYSCORE', key, 0, now - w)
+      head = try('ZRANGE', key, marked, marked, 'WITHSCORES') or {}
+      first = head[2]
     end
     local c = 0
-    if first[2] then c = try('ZCARD', key) or 0 end
-    fresh[i] = c == 0
+    if first then c = (try('ZCARD', key) or marked) - marked end
+    fresh[i] = c == 0 and marked == 0
     local idx = c + cost - max - 1
     local s = now
     if idx > 0 then
-      local r = try('ZRANGE', key, idx, idx, 'WITHSCORES') or {}
+      local r = try('ZRANGE', key, idx + marked, idx + marked, 'WITHSCORES') or {}
       if r[2] then s = tonumber(r[2]) end
-    elseif first[2] then
-      s = tonumber(first[2])
+    elseif first then
+      s = tonumber(first)
     end
     out[2 * i - 1] = c
     out[2 * i] = s
@@ -52,17 +67,21 @@ export const LOG_ADMIT_SCRIPT = batchScript(
   if code == 1 and cost > 0 and not failed then
     for i = 1, n do
       if fresh[i] and not (redis.acl_check_cmd and redis.acl_check_cmd('PEXPIRE', KEYS[k + i], '1')) then
-        redis.call('PEXPIRE', KEYS[k + i], lims[lim + 3 * i - 1] + ${TTL_MARGIN_MS})
+        redis.call('PEXPIRE', KEYS[k + i], 2 * lims[lim + 3 * i - 1] + ${TTL_MARGIN_MS})
       end
     end
     for i = 1, n do
+      local w = lims[lim + 3 * i - 1]
       local added = 0
       for j = 1, cost do added = added + redis.call('ZADD', KEYS[k + i], 'NX', now, id .. ':' .. j) end
       if i == 1 and added == 0 then
         code = 2
         break
       end
-      redis.call('PEXPIRE', KEYS[k + i], lims[lim + 3 * i - 1] + ${TTL_MARGIN_MS})
+      if ttls[i] < now + w + ${TTL_MARGIN_MS} then
+        redis.call('ZADD', KEYS[k + i], -(now + 2 * w + ${TTL_MARGIN_MS}), '${ARMED}')
+        redis.call('PEXPIRE', KEYS[k + i], 2 * w + ${TTL_MARGIN_MS})
+      end
     end
   end`,
 )
@@ -83,7 +102,7 @@ return ARGV[3]`
  * Settle (see "Settle" in protocol.ts), within one window length of the call: lower, removes the call's
  * last entries (`<id>:<actual + 1>` to `<id>:<estimate>`); higher, adds entries `<id>:<estimate + 1>` to
  * `<id>:<actual>` at the call's own time, so they leave the window with the call's, the TTL re-armed
- * first as in the admit. Entries are named by the call id, so a settle sent twice adds or removes
+ * first (two windows ahead, with the ARMED marker moved to match). Entries are named by the call id, so a settle sent twice adds or removes
  * nothing more: no record is needed (its key, the last of KEYS, stays unwritten).
  */
 const SLIDING_LOG_SETTLE_SCRIPT = `
@@ -97,9 +116,10 @@ for i = 1, #KEYS - 1 do
     if actual < cost then
       for j = actual + 1, cost do redis.call('ZREM', KEYS[i], ARGV[3] .. ':' .. j) end
     elseif actual > cost then
-      local fresh = redis.call('PEXPIRE', KEYS[i], w + ${TTL_MARGIN_MS}) == 0
+      local fresh = redis.call('PEXPIRE', KEYS[i], 2 * w + ${TTL_MARGIN_MS}) == 0
       for j = cost + 1, actual do redis.call('ZADD', KEYS[i], now, ARGV[3] .. ':' .. j) end
-      if fresh then redis.call('PEXPIRE', KEYS[i], w + ${TTL_MARGIN_MS}) end
+      redis.call('ZADD', KEYS[i], -(settled + 2 * w + ${TTL_MARGIN_MS}), '${ARMED}')
+      if fresh then redis.call('PEXPIRE', KEYS[i], 2 * w + ${TTL_MARGIN_MS}) end
     end
   end
 end

@@ -16,7 +16,8 @@ import {
  * Sliding-window counter (Cloudflare's estimate): the previous window's count weighted by how much of
  * it still overlaps the sliding window, plus the current count, must stay ≤ max. Compared in
  * integers: prev × (W − e) + cur × W ≤ max × W, where e is the time into the current window.
- * Keys per limit: `<stem>:<window index>` (current) and `<stem>:<window index − 1>` (previous).
+ * Keys per limit: `<stem>:<window index>` (current) and `<stem>:<window index − 1>` (previous); an admit
+ * names only the current one (SLIDING_WINDOW_SCRIPT).
  * The store's numbers per limit: [previous window's count, current window's count before].
  */
 
@@ -38,34 +39,37 @@ import {
  */
 const DROP_OLDER = `
       if fresh[i] then
-        local s, x = string.match(KEYS[k + 2 * i], '^(.*):(%-?%d+)$')
-        if s then redis.call('DEL', s .. ':' .. string.format('%d', tonumber(x) - 1)) end
+        local s, x = string.match(KEYS[k + i], '^(.*):(%-?%d+)$')
+        if s then redis.call('DEL', s .. ':' .. string.format('%d', tonumber(x) - 2)) end
       end`
 
 const SLIDING_WINDOW_SCRIPT = batchScript(
-  2,
+  1,
   `for i = 1, n do
     local max, w = lims[lim + 3 * i - 2], lims[lim + 3 * i - 1]
     local e = now - math.floor(now / w) * w
     local v
-    local p
-    recs[i], plains[i], v, p = hread(KEYS[k + 2 * i - 1], 'n', 'p')
+    local p, kept
+    recs[i], plains[i], v, p = hread(KEYS[k + i], 'n', 'p')
     local cur = tonumber(v or '0')
+    kept = p
     if not p then
-      local _, _, q = hread(KEYS[k + 2 * i], 'n')
+      -- The previous window's key: this one's name with the index one less.
+      local s, x = string.match(KEYS[k + i], '^(.*):(%-?%d+)$')
+      local _, _, q = hread(s .. ':' .. string.format('%d', tonumber(x) - 1), 'n')
       p = q
     end
     local prev = tonumber(p or '0')
     fresh[i] = not v
     ttls[i] = (math.floor(now / w) + 2) * w - now + ${TTL_MARGIN_MS}
     local at = 4 * (i - 1)
-    writes[at + 1], writes[at + 2], writes[at + 3], writes[at + 4] = 'n', cur + cost, 'p', prev
+    writes[at + 1], writes[at + 2], writes[at + 3], writes[at + 4] = 'n', cur + cost, 'p', not kept and prev
     out[2 * i - 1] = prev
     out[2 * i] = cur
     if prev * (w - e) + (cur + cost) * w > max * w then code = 0 end
   end
   ${LUA_REPLAYED}
-  ${luaHashWrites('fresh[i]', 2, 'replace', 2, DROP_OLDER)}`,
+  ${luaHashWrites('fresh[i]', 1, 'replace', 2, DROP_OLDER)}`,
 )
 
 /**
@@ -137,9 +141,9 @@ export const slidingWindow: Algorithm = {
   burst: false,
   refundsByCallId: false,
   keys(call: StoreCall, i: number, out: string[]) {
-    const s = stem(call, i)
-    const w = windowIndex(call.now, call.limits[i]!.windowMs)
-    out.push(`${s}:${w}`, `${s}:${w - 1}`)
+    // The current window's key only: the script reads the previous one (its name is this one's with the
+    // index one less) only when this window's key has no copy of its count yet.
+    out.push(`${stem(call, i)}:${windowIndex(call.now, call.limits[i]!.windowMs)}`)
   },
   refundKeys: counterSettleKeys,
   forgetKeys(call: StoreCall, i: number, out: string[]) {

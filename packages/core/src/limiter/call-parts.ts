@@ -32,7 +32,8 @@ export class CallParts {
    */
   private storeKeys = new Map<string, string>()
   private sequence = 0
-  private readonly instance = Math.random().toString(36).slice(2, 10)
+  /** Six base-36 characters: a call id names every sliding-log entry, so its length is memory in Redis. */
+  private readonly instance = Math.random().toString(36).slice(2, 8)
 
   constructor(
     private readonly config: Config<unknown>,
@@ -82,7 +83,7 @@ export class CallParts {
 
   nextId(): string {
     this.sequence = (this.sequence + 1) % 1e9
-    return `${this.instance}:${this.sequence}`
+    return `${this.instance}:${this.sequence.toString(36)}`
   }
 
   storeKey(clientKey: string): string {

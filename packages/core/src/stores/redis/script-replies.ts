@@ -43,9 +43,9 @@ export function protocolError(op: 'admit' | 'refund' | 'settle', call: StoreCall
  * The answers of a batch of admits from its script's reply (algorithms/protocol.ts): per call a
  * StoreResult, or the TollgateError of a key of that call alone (code -1); or, when the reply is not
  * this batch's, why not. A call admitted by an earlier run of the batch (code 2) is admitted; one run by
- * an earlier run that counted on its key (code 3) is admitted when no other call of the batch has that
- * key (`shared`), and otherwise fails: its first reply was lost, and which calls on the key it admitted
- * cannot be told.
+ * an earlier run that recorded itself on its key (code 3) is admitted when no other call of the batch has
+ * that key (`shared`), and otherwise fails: its first reply was lost, and which calls on the key it
+ * admitted cannot be told; so does one the earlier run decided after it (code 4).
  */
 export function batchResults(
   calls: readonly StoreCall[],
@@ -69,8 +69,8 @@ export function batchResults(
       at += 1 + n
       continue
     }
-    if (code !== 0 && code !== 1 && code !== 2 && code !== 3) return `has no code 1, 0, 2, 3 or -1 at ${at}`
-    if (code === 3 && shared(c)) {
+    if (code !== 0 && code !== 1 && code !== 2 && code !== 3 && code !== 4) return `has no code 1, 0, 2, 3, 4 or -1 at ${at}`
+    if (code === 4 || (code === 3 && shared(c))) {
       results.push(
         new TollgateError(
           'Redis store call failed: the call ran before its connection was lost and was sent again; its first reply is lost',
