@@ -68,8 +68,9 @@ if (canPin) {
 const { Redis } = await import('ioredis')
 const cores = { here: await import('@tollgate/core') }
 if (values.baseline !== undefined) {
-  cores.base = await importFrom('@tollgate/core', values.baseline)
-  log(`baseline: ${describeTree(values.baseline)}`)
+  cores.base = (await importFrom('@tollgate/core', values.baseline)).mod
+  const tree = describeTree(values.baseline)
+  log(`baseline: ${values.baseline} at ${tree.commit ?? '?'}${tree.dirty ? ' (with changes)' : ''}`)
 }
 const variants = picked.flatMap((a) =>
   cores.base === undefined
