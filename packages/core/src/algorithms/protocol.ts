@@ -148,8 +148,11 @@ end`
  * `cost`, `now`, `n` (its limits), `k` (its keys are KEYS[k + 1] on, `perLimit` per limit), `lim` (limit
  * i's max is lims[lim + 3i − 2], its windowMs the next, its burst the next, as numbers), `inst` and `seq` (the
  * record's field and this batch, LUA_SEEN), and fills `out` (2n numbers) and `code` (1 admitted, 0 refused,
- * 2 admitted before, 3 ran before). The tables `out`, `recs`, `fresh`, `ttls`, `writes` and `plains` are the script's, reused
- * by every call (a body sets what it reads; a table per call cost more than a Redis command).
+ * 2 admitted by an earlier run, 3 recorded by an earlier run, LUA_REPLAYED); after a 3, the calls left get 4
+ * without running. The tables `out`, `recs`, `fresh`, `ttls`, `writes` and `plains` are the script's, reused by
+ * every call (a body sets what it reads; a table per call cost more than a Redis command). `nowText`: the
+ * call's time as the text it came in, when every call of the batch has it (a number written as text costs
+ * Redis a conversion), else nil.
  * `try(command, ...)` runs a read whose WRONGTYPE fails this call alone: it returns
  * false, and the call's code becomes -1 with the error as its first number; any other error (NOPERM) is
  * the script's, as a plain call's would be. `hread(key, fields...)` reads a hash-keyed algorithm's key:
@@ -191,9 +194,9 @@ for j = 7, last do lims[j - 6] = tonumber(ARGV[j]) end
 local reply = {ARGV[last + 1]}
 local k, a, r = 0, last + 1, 1
 local same = ARGV[5] == '1'
-local cost, lim, now
+local cost, lim, now, nowText
 if same then
-  cost, lim, now = tonumber(ARGV[a]), tonumber(ARGV[a + 1]) - 6, base
+  cost, lim, now, nowText = tonumber(ARGV[a]), tonumber(ARGV[a + 1]) - 6, base, ARGV[4]
   a = a + 2
   reply[1] = ARGV[a]
 end

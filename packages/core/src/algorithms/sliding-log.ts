@@ -73,7 +73,7 @@ export const LOG_ADMIT_SCRIPT = batchScript(
     for i = 1, n do
       local w = lims[lim + 3 * i - 1]
       local added = 0
-      for j = 1, cost do added = added + redis.call('ZADD', KEYS[k + i], 'NX', now, id .. ':' .. j) end
+      for j = 1, cost do added = added + redis.call('ZADD', KEYS[k + i], 'NX', nowText or now, id .. ':' .. j) end
       if i == 1 and added == 0 then
         code = 2
         break
