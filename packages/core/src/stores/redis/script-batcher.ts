@@ -1,12 +1,13 @@
 import { ALGORITHMS, batchArgs, keysOf, MAX_BATCH_CALLS, MAX_BATCH_SEQUENCE } from '../../algorithms'
 import type { AlgorithmName, StoreCall, StoreResult } from '../../types'
-import { keySlot } from './slots'
 
 /*
  * The script algorithms' admits of one event-loop turn, sent together: one script call per batch
  * (algorithms/protocol.ts), where one EVALSHA per admit cost Redis several times the fixed window's
- * transaction per decision. A batch holds calls of one algorithm and, on a Cluster, of one slot (a
- * script's keys must share one). Batches are numbered in the order they are sent, which is the order a
+ * transaction per decision. A batch holds calls of one algorithm and, on a Cluster, of one client key
+ * (its hash tag): a script's keys must share one slot, and while a slot migrates, a script whose keys are
+ * only partly moved is refused (TRYAGAIN) where one of a single client's keys, which move together, is
+ * redirected and runs; a batch across clients would fail them all for the whole migration. Batches are numbered in the order they are sent, which is the order a
  * connection runs them: the record of exactly once is one bit per batch and key (protocol.ts).
  */
 
@@ -46,7 +47,7 @@ class Batch {
 }
 
 export class ScriptBatcher {
-  /** The batch being filled, per algorithm and, on a Cluster, slot. */
+  /** The batch being filled, per algorithm and, on a Cluster, client key. */
   private pending = new Map<string, Batch>()
   private flushScheduled = false
   private sequence = 0
@@ -58,13 +59,13 @@ export class ScriptBatcher {
     private readonly read: ReadBatch,
     /** Send each admit at once, on its own. */
     private readonly unbatched: boolean,
-    /** A Cluster: a batch's keys must share a slot. */
+    /** A Cluster: a batch holds one client key's calls (see the top of this file). */
     private readonly cluster: boolean,
   ) {}
 
   admit(call: StoreCall): Promise<StoreResult> {
     const keys = keysOf(ALGORITHMS[call.algorithm], call)
-    const group = this.cluster ? `${call.algorithm} ${keySlot(call.storeKey)}` : call.algorithm
+    const group = this.cluster ? `${call.algorithm} ${call.storeKey}` : call.algorithm
     let batch = this.pending.get(group)
     if (batch === undefined) {
       batch = new Batch(call.algorithm)
