@@ -1,4 +1,4 @@
-import { type AlgorithmName, type LimitSpec, RedisStore, type StoreCall, type StoreResult } from '@tollgate/core'
+import { type AlgorithmName, type Duration, type LimitSpec, RedisStore, type StoreCall, type StoreResult } from '@tollgate/core'
 import { Redis } from 'ioredis'
 import type { RedisClientType } from 'redis'
 import { closeNodeRedis, newNodeRedisClient, quitClient, testPrefix } from '../harness/redis'
@@ -79,24 +79,40 @@ describe.each(testServers())('on $name', (server) => {
     throw new Error('the client did not reconnect through the proxy')
   }
 
-  // ioredis sends again what was in flight (its default); node-redis fails it, and never runs a call twice.
-  describe.each(['ioredis', 'node-redis'])('a connection cut after Redis ran a batch of scripts, %s', (kind) => {
-    let proxy: TcpProxy
+  /**
+   * A RedisStore on a client of `kind` through a TCP proxy of its own, made in `beforeAll` and closed in `afterAll`;
+   * read its parts inside a test or hook.
+   */
+  function useProxiedStore(kind: string, timeout: Duration) {
+    let proxy: TcpProxy | undefined
     let io: Redis | undefined
     let node: RedisClientType | undefined
-    let store: RedisStore
+    let store: RedisStore | undefined
     beforeAll(async () => {
       proxy = await startTcpProxy(redis)
       if (kind === 'ioredis') io = await proxiedIoredis(proxy)
       else node = await newNodeRedisClient(`redis://${proxy.host}:${proxy.port}`)
-      store = new RedisStore({ client: (io ?? node)!, timeout: '5s', ownConnection: false })
+      store = new RedisStore({ client: (io ?? node)!, timeout, ownConnection: false })
     })
     afterAll(async () => {
       io?.disconnect()
       closeNodeRedis(node)
-      await proxy.close()
+      await proxy?.close()
     })
-    const ping = () => (io !== undefined ? io.ping() : node!.ping())
+    return {
+      get proxy() {
+        return proxy!
+      },
+      get store() {
+        return store!
+      },
+      ping: () => (io !== undefined ? io.ping() : node!.ping()),
+    }
+  }
+
+  // ioredis sends again what was in flight (its default); node-redis fails it, and never runs a call twice.
+  describe.each(['ioredis', 'node-redis'])('a connection cut after Redis ran a batch of scripts, %s', (kind) => {
+    const setup = useProxiedStore(kind, '5s')
     /** What a resend does here: ioredis runs calls a second time, node-redis never does. */
     const expectResends = (resent: number) => (kind === 'ioredis' ? expect(resent).toBeGreaterThan(0) : expect(resent).toBe(0))
 
@@ -120,7 +136,7 @@ describe.each(testServers())('on $name', (server) => {
 
     /** `send` for every call at once, the connection cut on the first reply back; what each returned. */
     async function cutMidBatch<T>(calls: StoreCall[], send: (call: StoreCall) => Promise<T>): Promise<PromiseSettledResult<T>[]> {
-      const connection = await idleConnection(proxy, ping)
+      const connection = await idleConnection(setup.proxy, setup.ping)
       connection.cutOnNextReply()
       const settled = await Promise.allSettled(calls.map(send))
       expect(connection.isClosed).toBe(true)
@@ -138,7 +154,7 @@ describe.each(testServers())('on $name', (server) => {
           const key = `${prefix}{c${round}}`
           const now = Date.now()
           const calls = Array.from({ length: 30 }, () => storeCall(algorithm, key, limitsOf(algorithm), 1, now))
-          const settled = await cutMidBatch(calls, (call) => store.admit(call))
+          const settled = await cutMidBatch(calls, (call) => setup.store.admit(call))
           const runs = runsOf(calls)
           resent += runs.filter((n) => n > 1).length
           // Every call that ran is counted once, however often it ran.
@@ -164,10 +180,10 @@ describe.each(testServers())('on $name', (server) => {
         const key = `${prefix}{r${round}}`
         const now = Date.now()
         const calls = Array.from({ length: 60 }, () => storeCall('sliding-window', key, limitsOf('sliding-window'), 1, now))
-        for (const call of calls) await store.admit(call)
+        for (const call of calls) await setup.store.admit(call)
         const refunds = calls.slice(0, 20)
         const before = ran.length
-        await cutMidBatch(refunds, (call) => store.refund(call))
+        await cutMidBatch(refunds, (call) => setup.store.refund(call))
         const runs = refunds.map((call) => ran.slice(before).filter((args) => args.includes(call.id)).length)
         resent += runs.filter((n) => n > 1).length
         expect(await counted['sliding-window']!(key, now)).toBe(60 - runs.filter((n) => n > 0).length)
@@ -180,22 +196,7 @@ describe.each(testServers())('on $name', (server) => {
   const EXTRA_REPLY = '*4\r\n$13\r\nsomeone-else1\r\n:1\r\n:1000\r\n:1001\r\n'
 
   describe.each(['ioredis', 'node-redis'])('an extra reply on the script path, %s', (kind) => {
-    let proxy: TcpProxy
-    let io: Redis | undefined
-    let node: RedisClientType | undefined
-    let store: RedisStore
-    beforeAll(async () => {
-      proxy = await startTcpProxy(redis)
-      if (kind === 'ioredis') io = await proxiedIoredis(proxy)
-      else node = await newNodeRedisClient(`redis://${proxy.host}:${proxy.port}`)
-      store = new RedisStore({ client: (io ?? node)!, timeout: '2s', ownConnection: false })
-    })
-    afterAll(async () => {
-      io?.disconnect()
-      closeNodeRedis(node)
-      await proxy.close()
-    })
-    const ping = () => (io !== undefined ? io.ping() : node!.ping())
+    const setup = useProxiedStore(kind, '2s')
 
     it('fails the calls it reaches and resets the connection, never answering a call with numbers of another', async () => {
       const key = `${testPrefix('extra')}{one}`
@@ -204,11 +205,11 @@ describe.each(testServers())('on $name', (server) => {
       const limits = [limitSpec(MINUTE, MINUTE, 100_000)]
       let failed = 0
       for (let round = 0; round < 5; round++) {
-        const connection = await idleConnection(proxy, ping)
+        const connection = await idleConnection(setup.proxy, setup.ping)
         const calls = Array.from({ length: 30 }, (_, i) => storeCall('gcra', key, limits, i + 1, Date.now()))
         // Ahead of the reply to the turn's batch (the store sends the turn's admits in one script call).
         connection.injectBeforeNextReply(EXTRA_REPLY)
-        const pending = Promise.allSettled(calls.map((call) => store.admit(call)))
+        const pending = Promise.allSettled(calls.map((call) => setup.store.admit(call)))
         const settled = await pending
         settled.forEach((s, i) => {
           if (s.status === 'fulfilled') expect([i, s.value.values[1]! - s.value.values[0]!]).toEqual([i, calls[i]!.cost])
@@ -220,9 +221,9 @@ describe.each(testServers())('on $name', (server) => {
         // The connection the replies went out of step on is gone; a fresh one answers in step.
         for (let i = 0; i < 100 && !connection.isClosed; i++) await sleep(10)
         expect(connection.isClosed).toBe(true)
-        await idleConnection(proxy, ping)
+        await idleConnection(setup.proxy, setup.ping)
         const after = storeCall('gcra', key, limits, 7, Date.now())
-        const result = await store.admit(after)
+        const result = await setup.store.admit(after)
         expect(result.values[1]! - result.values[0]!).toBe(7)
       }
       expect(failed).toBeGreaterThan(0)
