@@ -13,6 +13,45 @@ import { sleep } from '../support/time'
 // sends them again once reconnected) must not count any call twice, and an extra reply on the stream
 // must fail the calls it reaches and reset the connection, never answer a call with another's numbers.
 
+/** An ioredis client through the proxy, as an app has one (its defaults: resend after a reconnect on). */
+async function proxiedIoredis(proxy: TcpProxy): Promise<Redis> {
+  const client = new Redis({ host: proxy.host, port: proxy.port, disconnectTimeout: 0 })
+  client.on('error', () => {})
+  await client.ping()
+  return client
+}
+
+/**
+ * A RedisStore on a client of `kind` through a TCP proxy of its own, made in `beforeAll` and closed in `afterAll`;
+ * read its parts inside a test or hook.
+ */
+function useProxiedStore(server: () => RedisServer, kind: string, timeout: Duration) {
+  let proxy: TcpProxy | undefined
+  let io: Redis | undefined
+  let node: RedisClientType | undefined
+  let store: RedisStore | undefined
+  beforeAll(async () => {
+    proxy = await startTcpProxy(server())
+    if (kind === 'ioredis') io = await proxiedIoredis(proxy)
+    else node = await newNodeRedisClient(`redis://${proxy.host}:${proxy.port}`)
+    store = new RedisStore({ client: (io ?? node)!, timeout, ownConnection: false })
+  })
+  afterAll(async () => {
+    io?.disconnect()
+    closeNodeRedis(node)
+    await proxy?.close()
+  })
+  return {
+    get proxy() {
+      return proxy!
+    },
+    get store() {
+      return store!
+    },
+    ping: () => (io !== undefined ? io.ping() : node!.ping()),
+  }
+}
+
 describe.each(testServers())('on $name', (server) => {
   const MINUTE = 60_000
   let redis: RedisServer
@@ -57,14 +96,6 @@ describe.each(testServers())('on $name', (server) => {
     return calls.map((call) => ran.filter((args) => args.includes(call.id)).length)
   }
 
-  /** An ioredis client through the proxy, as an app has one (its defaults: resend after a reconnect on). */
-  async function proxiedIoredis(proxy: TcpProxy): Promise<Redis> {
-    const client = new Redis({ host: proxy.host, port: proxy.port, disconnectTimeout: 0 })
-    client.on('error', () => {})
-    await client.ping()
-    return client
-  }
-
   /** The client's live connection through the proxy once it is idle (the store's checks after a connect answered). */
   async function idleConnection(proxy: TcpProxy, ping: () => Promise<unknown>): Promise<ProxiedConnection> {
     for (let i = 0; i < 200; i++) {
@@ -79,40 +110,9 @@ describe.each(testServers())('on $name', (server) => {
     throw new Error('the client did not reconnect through the proxy')
   }
 
-  /**
-   * A RedisStore on a client of `kind` through a TCP proxy of its own, made in `beforeAll` and closed in `afterAll`;
-   * read its parts inside a test or hook.
-   */
-  function useProxiedStore(kind: string, timeout: Duration) {
-    let proxy: TcpProxy | undefined
-    let io: Redis | undefined
-    let node: RedisClientType | undefined
-    let store: RedisStore | undefined
-    beforeAll(async () => {
-      proxy = await startTcpProxy(redis)
-      if (kind === 'ioredis') io = await proxiedIoredis(proxy)
-      else node = await newNodeRedisClient(`redis://${proxy.host}:${proxy.port}`)
-      store = new RedisStore({ client: (io ?? node)!, timeout, ownConnection: false })
-    })
-    afterAll(async () => {
-      io?.disconnect()
-      closeNodeRedis(node)
-      await proxy?.close()
-    })
-    return {
-      get proxy() {
-        return proxy!
-      },
-      get store() {
-        return store!
-      },
-      ping: () => (io !== undefined ? io.ping() : node!.ping()),
-    }
-  }
-
   // ioredis sends again what was in flight (its default); node-redis fails it, and never runs a call twice.
   describe.each(['ioredis', 'node-redis'])('a connection cut after Redis ran a batch of scripts, %s', (kind) => {
-    const setup = useProxiedStore(kind, '5s')
+    const setup = useProxiedStore(() => redis, kind, '5s')
     /** What a resend does here: ioredis runs calls a second time, node-redis never does. */
     const expectResends = (resent: number) => (kind === 'ioredis' ? expect(resent).toBeGreaterThan(0) : expect(resent).toBe(0))
 
@@ -196,7 +196,7 @@ describe.each(testServers())('on $name', (server) => {
   const EXTRA_REPLY = '*4\r\n$13\r\nsomeone-else1\r\n:1\r\n:1000\r\n:1001\r\n'
 
   describe.each(['ioredis', 'node-redis'])('an extra reply on the script path, %s', (kind) => {
-    const setup = useProxiedStore(kind, '2s')
+    const setup = useProxiedStore(() => redis, kind, '2s')
 
     it('fails the calls it reaches and resets the connection, never answering a call with numbers of another', async () => {
       const key = `${testPrefix('extra')}{one}`
