@@ -2,7 +2,7 @@ import { stem } from '../keys'
 import type { LimitSpec, StoreCall } from '../types'
 import type { Algorithm } from './algorithm'
 import { type MemoryTwin, oneKeyPerLimit, type Verdict } from './protocol'
-import { LOG_ADMIT_SCRIPT, LOG_REFUND_SCRIPT } from './sliding-log'
+import { LOG_REFUND_SCRIPT, SLOTS_ADMIT_SCRIPT } from './sliding-log'
 import type { Windows } from './windows'
 
 /*
@@ -14,7 +14,7 @@ import type { Windows } from './windows'
  * (sliding-log.ts) with the window read as a slot's longest hold; what differs is what the numbers
  * mean to a client (`verdict`), since a slot frees whenever a request ends, not at a known time.
  * The store's numbers per limit: [slots held before, admission time of the slot whose expiry would
- * free enough room], which bounds the Retry-After.
+ * free enough room, when there is none], which bounds the Retry-After.
  */
 
 /**
@@ -77,7 +77,7 @@ function memory(windows: Windows): MemoryTwin {
         slots.members.splice(0, drop)
       }
       const c = slots.times.length
-      values.push(c, slots.times[Math.max(0, c + call.cost - max - 1)] ?? call.now)
+      values.push(c, c + call.cost > max ? (slots.times[c + call.cost - max - 1] ?? call.now) : call.now)
       return c + call.cost <= max
     },
     write(call, i) {
@@ -118,12 +118,13 @@ function memory(windows: Windows): MemoryTwin {
 /**
  * `remaining` is the free slots. A slot frees when a request ends, at a time no one knows, so the
  * reset (the `t` of the RateLimit field) and the wait of a refused client are a short look-again
- * delay, CONCURRENCY_RETRY_MS, or less when the slot whose expiry frees enough room expires sooner.
+ * delay, CONCURRENCY_RETRY_MS, or, for a refused client, less when the slot whose expiry frees enough
+ * room expires sooner.
  */
 function verdict(out: Verdict, limit: LimitSpec, a: number, b: number, cost: number, now: number, admitted: boolean): void {
   const { max, windowMs: W } = limit
-  const wait = cost > max ? CONCURRENCY_RETRY_MS : Math.max(1, Math.min(CONCURRENCY_RETRY_MS, b + W - now))
   out.fits = a + cost <= max
+  const wait = out.fits || cost > max ? CONCURRENCY_RETRY_MS : Math.max(1, Math.min(CONCURRENCY_RETRY_MS, b + W - now))
   out.count = a + cost
   out.remaining = Math.max(0, max - (admitted ? a + cost : a))
   out.resetAt = now + wait
@@ -136,7 +137,7 @@ export const concurrency: Algorithm = {
   refundsByCallId: true,
   releases: true,
   keys: oneKeyPerLimit('slots'),
-  admitScript: LOG_ADMIT_SCRIPT,
+  admitScript: SLOTS_ADMIT_SCRIPT,
   // A slot is held or free, whatever the units: a settle moves nothing (the limiter refuses actualCost).
   settleKeys: oneKeyPerLimit('slots'),
   settleScript: 'return ARGV[3]',

@@ -12,49 +12,71 @@ import type { Windows } from './windows'
  */
 
 /**
- * The member at the head of a log that says until when its TTL runs: scored minus that time, so it sorts
- * before every entry (scored by their times) and one read of the first two members gives it and the
- * oldest entry. A log's TTL is then set about once a window, when the newest entry would outlive it, rather
- * than at every request: it is set two windows (plus the margin) ahead, and a log with no marker (made by an
- * earlier version) gets one at its next count.
+ * The member at the head of a log that says until when its TTL runs: `~<epoch ms>`, scored −inf so it
+ * sorts before every entry (scored by their times) and one read of the first members gives it and the
+ * oldest entry. Its time is in its name, not its score: Redis formats every score it replies as text,
+ * and a −inf costs nothing to format. A log's TTL is then set about once a window, when the newest entry
+ * would outlive it, rather than at every request: it is set two windows (plus the margin) ahead.
  */
 const ARMED = '~'
 
 /**
+ * Numbers given to Redis as integer text where they are whole: Lua turns a number into text with
+ * `%.14g`, a floating-point formatting that costs about as much as a command, and the batch's calls
+ * share their times and windows, so each text is made once per script run (`texts`).
+ */
+const LUA_TEXT = `
+local texts = {}
+local function text(x)
+  local t = texts[x]
+  if not t then
+    if x == math.floor(x) and x > -1e15 and x < 1e15 then t = string.format('%d', x) else t = x end
+    texts[x] = t
+  end
+  return t
+end`
+
+/**
  * One call of a batch (batchScript) on sorted sets of entries `<call id>:<unit>` scored by time, one per
  * limit, behind the ARMED marker; the concurrency algorithm runs the same (its window is a slot's longest
- * hold). Entries older than the window leave first, when the oldest is one of them. The entry of the slot
- * that frees enough room is read only when the log is that full. Exactly once (protocol.ts): an earlier
- * run of this batch that admitted the call left its entries, so the call's first entry is already there
- * when it is added again (ZADD NX adds none), or, when the log is full now, found by ZSCORE; either way
- * nothing is added again and the call is answered admitted. The writes: a log about to be made is checked
- * for PEXPIRE first (acl_check_cmd, which writes nothing, as luaHashWrites does), then ZADD, the first
- * write (refused at maxmemory before anything is written), then, when the TTL must move on, the marker
- * and PEXPIRE, so no refusal can leave a log without a TTL.
+ * hold; `oldest`: whether the reply carries the oldest entry's time when the log has room, which the
+ * concurrency algorithm does not read). Entries older than the window leave first (a range removal that
+ * finds none is the cheapest of reads), then the count, then the head (the marker, the oldest entry).
+ * The entry of the slot that frees enough room is read only when the log is that full. Exactly once
+ * (protocol.ts): an earlier run of this batch that admitted the call left its entries, so the call's
+ * first entry is already there when it is added again (ZADD NX adds none), or, when the log is full now,
+ * found by ZSCORE; either way nothing is added again and the call is answered admitted. The writes: a log
+ * about to be made is checked for PEXPIRE first (acl_check_cmd, which writes nothing, as luaHashWrites
+ * does), then ZADD, the first write (refused at maxmemory before anything is written), then, when the TTL
+ * must move on, the new marker, the old one's removal and PEXPIRE, so no refusal can leave a log without
+ * a TTL.
  */
-export const LOG_ADMIT_SCRIPT = batchScript(
-  1,
-  `for i = 1, n do
+function logAdmitScript(oldest: boolean): string {
+  return batchScript(
+    1,
+    `for i = 1, n do
     local max, w = lims[lim + 3 * i - 2], lims[lim + 3 * i - 1]
     local key = KEYS[k + i]
-    local head = try('ZRANGE', key, 0, 1, 'WITHSCORES') or {}
-    local marked, first = 0, head[2]
-    ttls[i] = 0
-    if head[1] == '${ARMED}' then
-      marked, first, ttls[i] = 1, head[4], -tonumber(head[2])
+    try('ZREMRANGEBYSCORE', key, '0', text(now - w))
+    local c = try('ZCARD', key) or 0
+    local first
+    ttls[i], recs[i] = 0, false
+    if c > 0 then
+      local head = try('ZRANGE', key, '0', '${oldest ? 1 : 0}'${oldest ? ", 'WITHSCORES'" : ''}) or {}
+      local m = head[1]
+      if m and string.byte(m, 1) == 126 then
+        c, ttls[i], recs[i] = c - 1, tonumber(string.sub(m, 2)) or 0, m
+        ${oldest ? 'first = head[4]' : ''}
+      else
+        ${oldest ? 'first = head[2]' : ''}
+      end
     end
-    if first and tonumber(first) <= now - w then
-      try('ZREMRANGEBYSCORE', key, 0, now - w)
-      head = try('ZRANGE', key, marked, marked, 'WITHSCORES') or {}
-      first = head[2]
-    end
-    local c = 0
-    if first then c = (try('ZCARD', key) or marked) - marked end
-    fresh[i] = c == 0 and marked == 0
+    fresh[i] = c == 0 and not recs[i]
     local idx = c + cost - max - 1
     local s = now
-    if idx > 0 then
-      local r = try('ZRANGE', key, idx + marked, idx + marked, 'WITHSCORES') or {}
+    if idx > ${oldest ? 0 : -1} then
+      local at = text(recs[i] and idx + 1 or idx)
+      local r = try('ZRANGE', key, at, at, 'WITHSCORES') or {}
       if r[2] then s = tonumber(r[2]) end
     elseif first then
       s = tonumber(first)
@@ -67,24 +89,33 @@ export const LOG_ADMIT_SCRIPT = batchScript(
   if code == 1 and cost > 0 and not failed then
     for i = 1, n do
       if fresh[i] and not (redis.acl_check_cmd and redis.acl_check_cmd('PEXPIRE', KEYS[k + i], '1')) then
-        redis.call('PEXPIRE', KEYS[k + i], 2 * lims[lim + 3 * i - 1] + ${TTL_MARGIN_MS})
+        redis.call('PEXPIRE', KEYS[k + i], text(2 * lims[lim + 3 * i - 1] + ${TTL_MARGIN_MS}))
       end
     end
     for i = 1, n do
       local w = lims[lim + 3 * i - 1]
+      local key = KEYS[k + i]
       local added = 0
-      for j = 1, cost do added = added + redis.call('ZADD', KEYS[k + i], 'NX', nowText or now, id .. ':' .. j) end
+      for j = 1, cost do added = added + redis.call('ZADD', key, 'NX', nowText or text(now), id .. ':' .. j) end
       if i == 1 and added == 0 then
         code = 2
         break
       end
       if ttls[i] < now + w + ${TTL_MARGIN_MS} then
-        redis.call('ZADD', KEYS[k + i], -(now + 2 * w + ${TTL_MARGIN_MS}), '${ARMED}')
-        redis.call('PEXPIRE', KEYS[k + i], 2 * w + ${TTL_MARGIN_MS})
+        redis.call('ZADD', key, '-inf', '${ARMED}' .. text(now + 2 * w + ${TTL_MARGIN_MS}))
+        if recs[i] then redis.call('ZREM', key, recs[i]) end
+        redis.call('PEXPIRE', key, text(2 * w + ${TTL_MARGIN_MS}))
       end
     end
   end`,
-)
+    LUA_TEXT,
+  )
+}
+
+export const LOG_ADMIT_SCRIPT = logAdmitScript(true)
+
+/** The concurrency algorithm's admit: the sliding log's, without the oldest entry's time when there is room. */
+export const SLOTS_ADMIT_SCRIPT = logAdmitScript(false)
 
 /**
  * Removes exactly the entries the call added, named by its id; the TTL stays. Run twice, the second
@@ -102,8 +133,8 @@ return ARGV[3]`
  * Settle (see "Settle" in protocol.ts), within one window length of the call: lower, removes the call's
  * last entries (`<id>:<actual + 1>` to `<id>:<estimate>`); higher, adds entries `<id>:<estimate + 1>` to
  * `<id>:<actual>` at the call's own time, so they leave the window with the call's, the TTL re-armed
- * first (two windows ahead, with the ARMED marker moved to match). Entries are named by the call id, so a settle sent twice adds or removes
- * nothing more: no record is needed (its key, the last of KEYS, stays unwritten).
+ * first (two windows ahead, with the ARMED marker moved to match). Entries are named by the call id, so a
+ * settle sent twice adds or removes nothing more: no record is needed (its key, the last of KEYS, stays unwritten).
  */
 const SLIDING_LOG_SETTLE_SCRIPT = `
 local cost = tonumber(ARGV[1])
@@ -118,7 +149,10 @@ for i = 1, #KEYS - 1 do
     elseif actual > cost then
       local fresh = redis.call('PEXPIRE', KEYS[i], 2 * w + ${TTL_MARGIN_MS}) == 0
       for j = cost + 1, actual do redis.call('ZADD', KEYS[i], now, ARGV[3] .. ':' .. j) end
-      redis.call('ZADD', KEYS[i], -(settled + 2 * w + ${TTL_MARGIN_MS}), '${ARMED}')
+      local old = redis.call('ZRANGE', KEYS[i], 0, 0)[1]
+      local armed = '${ARMED}' .. string.format('%d', settled + 2 * w + ${TTL_MARGIN_MS})
+      redis.call('ZADD', KEYS[i], '-inf', armed)
+      if old and old ~= armed and string.byte(old, 1) == 126 then redis.call('ZREM', KEYS[i], old) end
       if fresh then redis.call('PEXPIRE', KEYS[i], 2 * w + ${TTL_MARGIN_MS}) end
     end
   end
