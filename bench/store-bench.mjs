@@ -8,11 +8,12 @@
 // random, make one decision, repeat, for a fixed time. Variants, interleaved (forward, then reverse)
 // over several cycles against one private redis-server:
 //   plain       client.multi().incrby(key, 1).pexpire(key, ttl).exec() per decision (the textbook way)
-//   tollgate    Tollgate's RedisStore.increment() with { ownConnection: true }: batching on, the
+//   tollgate    Tollgate's RedisStore.increment() with { transport: 'own-connection' }: batching on, the
 //               transactions on the store's own connection (stores/redis/own-connection.ts)
-//   tollgate-nobatch  RedisStore with { batch: false, ownConnection: true }: one MULTI/EXEC round trip per decision
-//   tollgate-client   RedisStore with its default options (ownConnection: false): the transactions written
-//               through the client's connection (stores/redis/direct-writer.ts)
+//   tollgate-nobatch  RedisStore with { batch: false, transport: 'own-connection' }: one MULTI/EXEC round trip per decision
+//   tollgate-client   RedisStore with { transport: 'direct' }: the transactions written straight onto the
+//               client's connection (stores/redis/direct-writer.ts)
+//   tollgate-multi    RedisStore with its default options: the transactions through client.multi()
 //   floor       the ioredis floor: the same transactions Tollgate sends (the decisions of one event-loop
 //               turn, up to 64 keys, in one MULTI with INCRBY + PEXPIRE per key), issued by hand with
 //               nothing else: no merging, no deadline, one resolve per decision, through multi([...])
@@ -59,7 +60,7 @@ if (values.help) {
   --callers N        concurrent async callers (default 200)       BENCH_CALLERS
   --keys N           distinct keys (default 10000)                BENCH_KEYS
   --window-ms MS     fixed window length (default 1000)
-  --variants LIST    plain,tollgate,tollgate-nobatch,tollgate-client,floor,floor-chained,floor-direct,floor-raw (default all)
+  --variants LIST    plain,tollgate,tollgate-nobatch,tollgate-client,tollgate-multi,floor,floor-chained,floor-direct,floor-raw (default all)
   --json NAME        also write the raw numbers to bench/out/NAME.json, which git ignores
                      (a path with a / is used as given)
   --baseline DIR     before/after: also run tollgate and tollgate-nobatch with the RedisStore
@@ -75,7 +76,7 @@ const cfg = {
   callers: Number(values.callers ?? env.BENCH_CALLERS ?? 200),
   keys: Number(values.keys ?? env.BENCH_KEYS ?? 10000),
   windowMs: Number(values['window-ms'] ?? 1000),
-  variants: (values.variants ?? 'plain,tollgate,tollgate-nobatch,tollgate-client,floor,floor-chained,floor-direct,floor-raw')
+  variants: (values.variants ?? 'plain,tollgate,tollgate-nobatch,tollgate-client,tollgate-multi,floor,floor-chained,floor-direct,floor-raw')
     .split(',')
     .map((s) => s.trim()),
 }
@@ -118,7 +119,17 @@ try {
   coreWhy = `@tollgate/core is not usable (${err.code ?? err.message}): run \`npm run build\` (and \`npm install\` if node_modules/@tollgate/core is missing)`
 }
 let variants = cfg.variants.filter((v) =>
-  ['plain', 'tollgate', 'tollgate-nobatch', 'tollgate-client', 'floor', 'floor-chained', 'floor-direct', 'floor-raw'].includes(v),
+  [
+    'plain',
+    'tollgate',
+    'tollgate-nobatch',
+    'tollgate-client',
+    'tollgate-multi',
+    'floor',
+    'floor-chained',
+    'floor-direct',
+    'floor-raw',
+  ].includes(v),
 )
 let baseCore = null
 let baseWhy = null
@@ -163,13 +174,19 @@ for (const v of variants) {
     makers[v] = floorMaker(client, `bench:${v}:`, ttl, v.slice('floor-'.length))
   } else {
     const base = v.endsWith(BASE_SUFFIX)
-    const store = new (base ? baseCore : core).RedisStore({
-      client,
-      ...(v.startsWith('tollgate-nobatch') ? { batch: false } : {}),
-      ...(v.startsWith('tollgate-client') ? {} : { ownConnection: true }),
-    })
+    const transport = v.startsWith('tollgate-multi') ? 'client' : v.startsWith('tollgate-client') ? 'direct' : 'own-connection'
+    const options = { client, ...(v.startsWith('tollgate-nobatch') ? { batch: false } : {}) }
+    const { RedisStore } = base ? baseCore : core
+    let store
+    try {
+      store = new RedisStore({ ...options, transport })
+    } catch (error) {
+      // A baseline from before `transport`: its default wrote directly, `ownConnection` opened its own.
+      if (error?.code !== 'TG_UNKNOWN_OPTION' || transport === 'client') throw error
+      store = new RedisStore({ ...options, ...(transport === 'own-connection' ? { ownConnection: true } : {}) })
+    }
     // The store's own connection opens once the client is ready: measure from when it is in use.
-    if (!base && !v.startsWith('tollgate-client')) await waitForOwnConnection(admin)
+    if (!base && !v.startsWith('tollgate-client') && !v.startsWith('tollgate-multi')) await waitForOwnConnection(admin)
     makers[v] = (i) => store.increment(`bench:${v}:{k${i}}`, 1, cfg.windowMs, Date.now())
   }
 }

@@ -1,5 +1,5 @@
 import { MemoryStore, RedisStore, type RedisStoreOptions, TollgateError } from '@tollgate/core'
-import { Redis } from 'ioredis'
+import { Cluster, Redis } from 'ioredis'
 
 // Store options are checked when the store is built, with the same error shape as the limiter's:
 // the option, the bad value and what was expected, plus a stable code.
@@ -142,8 +142,8 @@ describe('RedisStore options', () => {
     ['batch', 'yes', '"yes" (string)'],
     ['batch', 1, '1 (number)'],
     ['batch', null, 'null'],
-    ['ownConnection', 'false', '"false" (string)'],
-    ['ownConnection', 0, '0 (number)'],
+    ['transport', 'fast', '"fast" (string)'],
+    ['transport', true, 'true (boolean)'],
   ]
 
   it.each(bad)('rejects %s = %p, naming the option and the value', (option, value, got) => {
@@ -164,7 +164,7 @@ describe('RedisStore options', () => {
     expect(error).toBeInstanceOf(TollgateError)
     expect(error?.code).toBe('TG_UNKNOWN_OPTION')
     expect(error?.message).toBe(
-      `Unknown RedisStore option "${option}"; known options: client, timeout, batch, ownConnection [TG_UNKNOWN_OPTION]`,
+      `Unknown RedisStore option "${option}"; known options: client, timeout, batch, transport [TG_UNKNOWN_OPTION]`,
     )
   })
 
@@ -186,13 +186,27 @@ describe('RedisStore options', () => {
     ['only a client', {}, 50],
     ['a duration string timeout and batching off', { timeout: '2s', batch: false }, 2000],
     ['a timeout in ms and batching on', { timeout: 100, batch: true }, 100],
-    ['undefined values (the defaults)', { timeout: undefined, batch: undefined, ownConnection: undefined }, 50],
-    ['its own connection off', { ownConnection: false }, 50],
+    ['undefined values (the defaults)', { timeout: undefined, batch: undefined, transport: undefined }, 50],
+    ['the transport through the client', { transport: 'client' }, 50],
+    ['the direct transport', { transport: 'direct' }, 50],
+    ['the transport on its own connection', { transport: 'own-connection' }, 50],
   ]
   it.each(valid)('accepts %s', (_name, options, timeoutMs) => {
     const store = new RedisStore({ client, ...options })
     expect(store.timeoutMs).toBe(timeoutMs)
     // Building the store sent nothing: the lazy client never tried to connect.
     expect(client.status).toBe('wait')
+  })
+
+  it.each(['direct', 'own-connection'] as const)('refuses transport "%s" with a Cluster client, naming both', (transport) => {
+    const cluster = new Cluster([{ host: '127.0.0.1', port: 1 }], { lazyConnect: true })
+    try {
+      const error = thrown(() => new RedisStore({ client: cluster, transport }))
+      expect(error?.code).toBe('TG_INVALID_OPTION')
+      expect(error?.message).toContain(`transport "${transport}" needs a standalone ioredis client`)
+      expect(error?.message).toContain('the client given is an ioredis Cluster')
+    } finally {
+      cluster.disconnect()
+    }
   })
 })

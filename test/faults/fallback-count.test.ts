@@ -22,16 +22,17 @@ const CIRCUIT_MS = 1100
 const redis = ownRedis()
 
 describe.each([
-  ['through the client', false],
-  ['on the store’s own connection', true],
-])('after one fallback, Redis’s decisions carry Redis’s count (%s)', (_name, ownConnection) => {
+  ['through the client', 'client'],
+  ['written directly onto the client’s connection', 'direct'],
+  ['on the store’s own connection', 'own-connection'],
+] as const)('after one fallback, Redis’s decisions carry Redis’s count (%s)', (_name, transport) => {
   it(`gives every client the counts Redis returned, merged requests included (${CLIENTS} clients at ${BEFORE} of ${MAX})`, async () => {
     const prefix = `fbcount-${randomUUID()}:`
     const limiter = new Limiter({
       max: MAX,
       window: WINDOW_MS,
       prefix,
-      store: new RedisStore({ client: redis.client, timeout: TIMEOUT_MS, ownConnection }),
+      store: new RedisStore({ client: redis.client, timeout: TIMEOUT_MS, transport }),
       clock: clockInOneWindow(WINDOW_MS),
       logger: redis.logger,
     })

@@ -34,7 +34,7 @@ function useProxiedStore(server: () => RedisServer, kind: string, timeout: Durat
     proxy = await startTcpProxy(server())
     if (kind === 'ioredis') io = await proxiedIoredis(proxy)
     else node = await newNodeRedisClient(`redis://${proxy.host}:${proxy.port}`)
-    store = new RedisStore({ client: (io ?? node)!, timeout, ownConnection: false })
+    store = new RedisStore({ client: (io ?? node)!, timeout })
   })
   afterAll(async () => {
     io?.disconnect()

@@ -41,7 +41,7 @@ async function sent(run: () => Promise<unknown>): Promise<{ multi: number; incrb
 
 describe('RedisStore on a standalone ioredis client', () => {
   it('sends the increments of one event-loop turn as one MULTI/EXEC, one INCRBY and PEXPIRE per key', async () => {
-    const store = new RedisStore({ client, timeout: '2s', ownConnection: false })
+    const store = new RedisStore({ client, timeout: '2s', transport: 'direct' })
     await store.increment('warm', 1, 60_000, Date.now()) // the store's checks and script loads go first
     const now = Date.now()
     const counts: number[] = []
@@ -55,7 +55,7 @@ describe('RedisStore on a standalone ioredis client', () => {
   })
 
   it(`splits a turn of 200 keys into transactions of at most ${MAX_BATCH_KEYS} keys, each count exact and each key with a TTL`, async () => {
-    const store = new RedisStore({ client, timeout: '2s', ownConnection: false })
+    const store = new RedisStore({ client, timeout: '2s', transport: 'direct' })
     const now = Date.now()
     const keys = Array.from({ length: 200 }, (_, i) => `split{k${i}}`)
     let counts: number[] = []
@@ -72,7 +72,7 @@ describe('RedisStore on a standalone ioredis client', () => {
   it("writes under the client's keyPrefix, as ioredis's own commands do", async () => {
     const prefixed = new Redis(redis.url, { keyPrefix: 'app1:' })
     try {
-      const store = new RedisStore({ client: prefixed, timeout: '2s', ownConnection: false })
+      const store = new RedisStore({ client: prefixed, timeout: '2s', transport: 'direct' })
       const now = Date.now()
       expect(await store.increment('pfx{c}', 2, 60_000, now)).toBe(2)
       const key = `app1:pfx{c}:${Math.floor(now / 60_000)}`
@@ -85,7 +85,7 @@ describe('RedisStore on a standalone ioredis client', () => {
   })
 
   it('goes through client.multi() when it is replaced after the store was built', async () => {
-    const store = new RedisStore({ client, timeout: '2s', ownConnection: false })
+    const store = new RedisStore({ client, timeout: '2s', transport: 'direct' })
     const spy = jest.spyOn(client, 'multi')
     try {
       expect(await store.increment('spied{c}', 1, 60_000, Date.now())).toBe(1)
@@ -102,7 +102,7 @@ describe('RedisStore on a standalone ioredis client', () => {
     await client.call('ACL', 'SETUSER', user, 'on', '>pw', '~*', '+@all', '-pexpire')
     const limited = new Redis(redis.url, { username: user, password: 'pw' })
     try {
-      const store = new RedisStore({ client: limited, timeout: '2s', ownConnection: false })
+      const store = new RedisStore({ client: limited, timeout: '2s', transport: 'direct' })
       const now = Date.now()
       await expect(store.increment('refused{c}', 1, 60_000, now)).rejects.toThrow(/NOPERM.*pexpire.*EXECABORT/is)
       expect(await client.exists(`refused{c}:${Math.floor(now / 60_000)}`)).toBe(0)
@@ -118,7 +118,7 @@ describe('a transaction cut by a dropped connection', () => {
     const resending = new Redis(redis.url, { retryStrategy: () => 20 })
     resending.on('error', () => {}) // the kill below is expected
     try {
-      const store = new RedisStore({ client: resending, timeout: '10s', ownConnection: false })
+      const store = new RedisStore({ client: resending, timeout: '10s', transport: 'direct' })
       const now = Date.now()
       expect(await store.increment('cut{warm}', 1, 60_000, now)).toBe(1)
       redis.freeze() // the next transaction is written to the socket and never answered
@@ -154,7 +154,7 @@ describe('with a tracer on ioredis batches', () => {
     }
     traced.subscribe(handlers)
     try {
-      const store = new RedisStore({ client, timeout: '2s', ownConnection: false })
+      const store = new RedisStore({ client, timeout: '2s', transport: 'direct' })
       const now = Date.now()
       await Promise.all([1, 2, 3].map((i) => store.increment(`traced{k${i}}`, 1, 60_000, now)))
       expect(batches).toEqual([6]) // three keys, INCRBY + PEXPIRE each
@@ -162,7 +162,7 @@ describe('with a tracer on ioredis batches', () => {
       traced.unsubscribe(handlers)
     }
     // Unsubscribed: written directly again, which ioredis does not report as a batch.
-    await new RedisStore({ client, timeout: '2s', ownConnection: false }).increment('traced{k4}', 1, 60_000, Date.now())
+    await new RedisStore({ client, timeout: '2s', transport: 'direct' }).increment('traced{k4}', 1, 60_000, Date.now())
     expect(batches).toEqual([6])
   })
 })
@@ -176,7 +176,7 @@ describe('a client that cannot send', () => {
     const offline = new Redis({ host: '127.0.0.1', port, enableOfflineQueue: false, lazyConnect: true, retryStrategy: () => null })
     offline.on('error', () => {})
     try {
-      const store = new RedisStore({ client: offline, timeout: '2s', ownConnection: false })
+      const store = new RedisStore({ client: offline, timeout: '2s', transport: 'direct' })
       const t = performance.now()
       await expect(store.increment('offline{c}', 1, 60_000, Date.now())).rejects.toMatchObject({
         code: 'TG_STORE_ERROR',

@@ -79,7 +79,7 @@ describe("the store's own connection, silently blackholed for 8 s while the clie
         max: 1_000_000,
         window: 60_000,
         prefix: `blackhole-${randomUUID()}:`,
-        store: new RedisStore({ client, ownConnection: true }), // the default 50 ms deadline
+        store: new RedisStore({ client, transport: 'own-connection' }), // the default 50 ms deadline
         logger: { warn() {}, error() {} },
       })
       const own = await ownConnection()
@@ -215,7 +215,7 @@ describe('an extra reply injected into the connection a transaction is on', () =
     'on the store’s own connection, %s (%j): closes it, fails only the calls on it, and counts on through the client',
     async (_, extra, inFlight) => {
       const client = await proxiedClient()
-      const store = new RedisStore({ client, timeout: '2s', ownConnection: true })
+      const store = new RedisStore({ client, timeout: '2s', transport: 'own-connection' })
       const own = await ownConnection()
       const key = `inject-own-${randomUUID()}`
       const now = Date.now()

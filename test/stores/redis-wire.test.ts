@@ -5,7 +5,7 @@ import { Redis } from 'ioredis'
 import { type RedisServer, startRedisServer } from '../harness/redis-server'
 import { startTlsRedisServer, type TlsRedisServer } from '../harness/redis-tls'
 
-// With `ownConnection: true` on a standalone ioredis client, the store sends the fixed window's
+// With `transport: 'own-connection'` on a standalone ioredis client, the store sends the fixed window's
 // transactions on a connection of its own (packages/core/src/stores/redis/own-connection.ts), named `tollgate`. These tests find that connection
 // in Redis's CLIENT LIST and read what it sent with MONITOR, on a private server, so they see the
 // wire, not the code that wrote it.
@@ -81,7 +81,7 @@ describe("RedisStore's own connection", () => {
   it("carries the fixed window's transactions, in the client's db, under its keyPrefix, with exact counts and TTLs", async () => {
     const client = new Redis(redis.url, { db: 2, keyPrefix: 'app:' })
     try {
-      const store = new RedisStore({ client, timeout: '2s', ownConnection: true })
+      const store = new RedisStore({ client, timeout: '2s', transport: 'own-connection' })
       const [wire] = await ownUntil((found) => found.length === 1)
       expect(wire!.db).toBe('2')
       const now = Date.now()
@@ -120,13 +120,13 @@ describe("RedisStore's own connection", () => {
     }
   })
 
-  it('is one per client, however many stores share it, and none without ownConnection: true', async () => {
+  it('is one per client, however many stores share it, and none with another transport', async () => {
     const shared = new Redis(redis.url)
     const apart = new Redis(redis.url)
     try {
       const stores = [
-        new RedisStore({ client: shared, ownConnection: true }),
-        new RedisStore({ client: shared, ownConnection: true }),
+        new RedisStore({ client: shared, transport: 'own-connection' }),
+        new RedisStore({ client: shared, transport: 'own-connection' }),
         new RedisStore({ client: apart }),
       ]
       await ownUntil((found) => found.length === 1)
@@ -144,7 +144,7 @@ describe("RedisStore's own connection", () => {
     await admin.call('ACL', 'SETUSER', user, 'on', '>s3cret', '~*', '+@all', '-pexpire')
     const limited = new Redis(redis.url, { username: user, password: 's3cret' })
     try {
-      const store = new RedisStore({ client: limited, timeout: '2s', ownConnection: true })
+      const store = new RedisStore({ client: limited, timeout: '2s', transport: 'own-connection' })
       const [wire] = await ownUntil((found) => found.length === 1)
       expect(wire!.user).toBe(user)
       const now = Date.now()
@@ -168,7 +168,7 @@ describe("RedisStore's own connection", () => {
       // The password changes after the client authenticated: its connection stays in, a new one is refused.
       await admin.call('ACL', 'SETUSER', user, 'resetpass', '>changed')
       const before = (await connections()).length
-      const store = new RedisStore({ client, timeout: '2s', ownConnection: true })
+      const store = new RedisStore({ client, timeout: '2s', transport: 'own-connection' })
       const now = Date.now()
       for (let i = 1; i <= 5; i++) {
         expect(await store.increment('auth-refused{c}', 1, 60_000, now)).toBe(i)
@@ -193,7 +193,7 @@ describe("RedisStore's own connection", () => {
   it('fails the transactions in flight at once when it is killed, then the client carries them until it is back', async () => {
     const client = new Redis(redis.url)
     try {
-      const store = new RedisStore({ client, timeout: '5s', ownConnection: true })
+      const store = new RedisStore({ client, timeout: '5s', transport: 'own-connection' })
       const [wire] = await ownUntil((found) => found.length === 1)
       const now = Date.now()
       await admin.call('CLIENT', 'PAUSE', '3000', 'WRITE') // EXEC waits; CLIENT KILL does not
@@ -224,7 +224,7 @@ describe("RedisStore's own connection", () => {
     const client = new Redis(redis.url, { retryStrategy: () => 50 })
     client.on('error', () => {}) // the restart below is expected
     try {
-      const store = new RedisStore({ client, timeout: '2s', ownConnection: true })
+      const store = new RedisStore({ client, timeout: '2s', transport: 'own-connection' })
       const [before] = await ownUntil((found) => found.length === 1)
       await redis.kill('SIGKILL')
       await redis.restart() // empty
@@ -244,7 +244,7 @@ describe("RedisStore's own connection", () => {
 
   it('closes with the client (quit), so it never outlives it', async () => {
     const client = new Redis(redis.url)
-    const store = new RedisStore({ client, ownConnection: true })
+    const store = new RedisStore({ client, transport: 'own-connection' })
     await ownUntil((found) => found.length === 1)
     expect(await store.increment('quit{c}', 1, 60_000, Date.now())).toBe(1)
     await client.quit()
@@ -254,7 +254,7 @@ describe("RedisStore's own connection", () => {
   it("steps aside when the client selects another db, so every command of the store stays in the client's db", async () => {
     const client = new Redis(redis.url)
     try {
-      const store = new RedisStore({ client, timeout: '2s', ownConnection: true })
+      const store = new RedisStore({ client, timeout: '2s', transport: 'own-connection' })
       await ownUntil((found) => found.length === 1)
       await client.select(5)
       const now = Date.now()
@@ -283,7 +283,7 @@ describe("RedisStore's own connection", () => {
       error: () => {},
     }
     try {
-      const store = new RedisStore({ client, timeout: '2s', ownConnection: true })
+      const store = new RedisStore({ client, timeout: '2s', transport: 'own-connection' })
       await ownUntil((found) => found.length === 1)
       traced.subscribe(handlers)
       await store.increment('traced{c}', 1, 60_000, Date.now())
@@ -309,7 +309,7 @@ describe('on a TLS client', () => {
     const client = new Redis({ host: '127.0.0.1', port: server.tlsPort, tls })
     const tlsAdmin = new Redis(server.redis.url)
     try {
-      const store = new RedisStore({ client, timeout: '2s', ownConnection: true })
+      const store = new RedisStore({ client, timeout: '2s', transport: 'own-connection' })
       const named = async () => ((await tlsAdmin.client('LIST')) as string).split('\n').filter((line) => line.includes(' name=tollgate '))
       const until = Date.now() + 5000
       while ((await named()).length === 0 && Date.now() < until) await new Promise((resolve) => setTimeout(resolve, 20))

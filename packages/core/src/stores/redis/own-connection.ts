@@ -6,7 +6,7 @@ import { ReplyReader } from './resp-reader'
 import { describeReply, queuedReplyError, RedisProtocolError, type TransactionSender } from './transaction'
 
 /*
- * The fixed window's MULTI/EXEC on a connection of the store's own (`ownConnection: true`, off by default).
+ * The fixed window's MULTI/EXEC on a connection of the store's own (`transport: 'own-connection'`, opt-in).
  *
  * Through ioredis, even written straight onto its connection (direct-writer.ts), each key of a batch
  * costs two ioredis Commands: their argument arrays, promises and callbacks, the command queue and the
@@ -20,8 +20,8 @@ import { describeReply, queuedReplyError, RedisProtocolError, type TransactionSe
  * - opened when the client is ready, closed when the client's connection closes (so `client.quit()`
  *   ends both), reopened when the client is ready again; it never keeps the process alive (unref);
  * - used only while it and the client are ready, the client still has the db it was built with, and
- *   no tracer listens to ioredis's commands or batches; any other time the store writes through the
- *   client (direct-writer.ts), so a transaction never waits for this connection;
+ *   no tracer listens to ioredis's commands or batches; any other time the store writes straight onto
+ *   the client's connection (direct-writer.ts), so a transaction never waits for this connection;
  * - ready only once it has answered two round trips of its own: its setup (AUTH, SELECT, PING), then
  *   CLIENT SETNAME, written after PING's reply. A connection's first exchange proves little: a path that
  *   went silent may well let a new connection's opening through (a proxy that accepts and stalls, a

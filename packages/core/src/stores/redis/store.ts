@@ -52,7 +52,7 @@ export interface RedisStoreOptions {
   /**
    * A connected ioredis `Redis` or `Cluster`, or a node-redis (`redis` v4/v5) client or cluster from
    * `createClient()` / `createCluster()` after `await client.connect()`. The store borrows it: it
-   * never connects or quits it (unless `ownConnection` is on, it opens no connection of its own), and
+   * never connects or quits it (it opens no connection of its own, unless `transport` asks for one), and
    * works whatever its offline-queue and retry settings, because every call has its own deadline.
    */
   client: RedisClientLike | NodeRedisClientLike | NodeRedisClusterLike
@@ -70,21 +70,31 @@ export interface RedisStoreOptions {
    */
   batch?: boolean
   /**
-   * With a standalone ioredis client: send the fixed window's transactions on one connection of the
-   * store's own, opened to the same server with the client's settings (host and port or path, TLS,
-   * username and password, db) while the client is ready, and closed with it. It reads the replies
-   * itself instead of through ioredis's per-command objects, which with many clients is much of what
-   * Redis costs this process (docs/guides/redis.md, for the measurement). It costs one more connection per
-   * process, named `tollgate`, with its own protocol code, TCP keep-alive and a liveness rule: a
-   * transaction that misses its deadline on it, or a second with no reply while one is due, closes it
-   * until it is reopened after a backoff. Whenever it is not ready, or a tracer listens to ioredis, the
-   * transactions go through the client. Off, every command goes through the client.
-   * @default false
+   * How the fixed window's transactions reach Redis. `"client"`: through the client's own
+   * `multi()`, as any ioredis or node-redis user's code sends one. The other two are faster, opt-in,
+   * and need a standalone ioredis client (refused at construction with any other):
+   * - `"direct"`: the same commands as ioredis Commands written straight onto the client's connection
+   *   in one write, without the Pipeline that `multi()` builds per transaction (direct-writer.ts). It
+   *   relies on how ioredis numbers a transaction's commands; a `multi` replaced by a spy or a tracer
+   *   of ioredis's batches sends that transaction through `multi()` again.
+   * - `"own-connection"`: on one connection of the store's own, opened to the same server with the
+   *   client's settings (host and port or path, TLS, username and password, db) while the client is
+   *   ready, and closed with it; it reads the replies itself, the cheapest of the three for this
+   *   process (docs/guides/redis.md, for the measurement). It costs one more connection per process,
+   *   named `tollgate`, with its own protocol code, TCP keep-alive and a liveness rule: a transaction
+   *   that misses its deadline on it, or a second with no reply while one is due, closes it, and it is
+   *   reopened after a backoff that grows while it keeps going silent. Whenever it is not ready, the
+   *   transactions go `"direct"`.
+   * @default "client"
    */
-  ownConnection?: boolean
+  transport?: Transport
 }
 
-const OPTION_KEYS = ['client', 'timeout', 'batch', 'ownConnection']
+/** RedisStoreOptions.transport. */
+export type Transport = 'client' | 'direct' | 'own-connection'
+const TRANSPORTS: readonly Transport[] = ['client', 'direct', 'own-connection']
+
+const OPTION_KEYS = ['client', 'timeout', 'batch', 'transport']
 /** How long a fresh store's calls may wait for the client's first connection (see deadline()). */
 const COLD_START_MS = 1000
 const CLIENT_METHODS = ['multi', 'del', 'defineCommand'] as const
@@ -133,14 +143,14 @@ export class RedisStore implements Store {
     const [client, nodeOfKey] = checkClient(options.client)
     this.nodeOfKey = nodeOfKey
     if (options.batch !== undefined && typeof options.batch !== 'boolean') throw invalidOption('batch', 'true or false', options.batch)
-    if (options.ownConnection !== undefined && typeof options.ownConnection !== 'boolean')
-      throw invalidOption('ownConnection', 'true or false', options.ownConnection)
+    const transport = options.transport ?? 'client'
+    if (!TRANSPORTS.includes(transport)) throw invalidOption('transport', `one of ${TRANSPORTS.map((t) => `"${t}"`).join(', ')}`, transport)
     this.client = client
     this.cluster = client.isCluster === true
     this.timeoutMs = options.timeout === undefined ? 50 : parseDuration('timeout', options.timeout)
     this.causes = watchClient(client)
     this.batcher = new FixedWindowBatcher(
-      transactions(client, options.ownConnection === true),
+      transactions(client, transport),
       this.timeoutMs,
       options.batch === false,
       client.isCluster === true,
@@ -308,18 +318,32 @@ export class RedisStore implements Store {
 }
 
 /**
- * Where the fixed window's transactions go: on a standalone ioredis client, the store's own connection
- * while it is usable (own-connection.ts, with `ownConnection`), else straight onto the client's
- * (direct-writer.ts), else, when something changed `multi` since (a spy, a tracer of batches), and on
- * any other client, through `client.multi()`. Each is a TransactionSender (transaction.ts).
+ * Where the fixed window's transactions go (RedisStoreOptions.transport): through `client.multi()`
+ * (transaction.ts), straight onto the client's connection (direct-writer.ts), or on the store's own
+ * connection while it is usable (own-connection.ts), else direct. Direct falls back to `client.multi()`
+ * whenever something changed `multi` since (a spy, a tracer of batches). Each is a TransactionSender.
  */
-function transactions(client: RedisClientLike, ownConnection: boolean): () => TransactionSender {
+function transactions(client: RedisClientLike, transport: Transport): () => TransactionSender {
   const viaClient = new ClientTransactions(client)
+  if (transport === 'client') return () => viaClient
   const direct = DirectWriter.of(client)
-  if (direct === undefined) return () => viaClient
-  const wire = ownConnection ? WireConnection.of(client) : undefined
+  const wire = transport === 'own-connection' ? WireConnection.of(client) : undefined
+  if (direct === undefined || (transport === 'own-connection' && wire === undefined)) {
+    throw new TollgateError(
+      `Invalid RedisStore options: transport "${transport}" needs a standalone ioredis client (a Redis, not a Cluster, ` +
+        `connected by host and port or path), and the client given is ${describeClient(client)}; leave transport out ` +
+        'to send through the client',
+      'TG_INVALID_OPTION',
+    )
+  }
   if (wire === undefined) return () => (direct.usable ? direct : viaClient)
   return () => (!direct.usable ? viaClient : wire.usable ? wire : direct)
+}
+
+function describeClient(client: RedisClientLike): string {
+  if (client.isCluster === true) return 'an ioredis Cluster'
+  if (typeof (client as { resetConnection?: unknown }).resetConnection === 'function') return 'a node-redis client'
+  return 'an ioredis client with sentinels or a custom connector, or a client other than ioredis'
 }
 
 const SUPPORTED_CLIENTS =

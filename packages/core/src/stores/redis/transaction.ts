@@ -4,10 +4,11 @@ import { addFixedWindow, type RedisTransactionLike, type WindowWrite } from '../
  * The one way the fixed window's batcher (batcher.ts) sends a transaction: a TransactionSender.
  * Each transport is one implementation, and each sends what fixedWindowCommands (fixed-window.ts)
  * describes, between MULTI and EXEC:
- * - ClientTransactions, `client.multi()`: any client (a Cluster, node-redis through its adapter, a
- *   `multi` the user replaced, a tracer of ioredis's batches);
- * - DirectWriter (direct-writer.ts): ioredis Commands written straight onto a standalone client's connection;
- * - WireConnection (own-connection.ts): the store's own connection, when `ownConnection` is on.
+ * - ClientTransactions, `client.multi()`: the default, on any client (and where a faster transport
+ *   steps back: a `multi` the user replaced, a tracer of ioredis's batches);
+ * - DirectWriter (direct-writer.ts): ioredis Commands written straight onto a standalone client's
+ *   connection, with `transport: 'direct'`;
+ * - WireConnection (own-connection.ts): the store's own connection, with `transport: 'own-connection'`.
  * RedisStore picks the sender per transaction (store.ts `transactions`).
  */
 
