@@ -5,7 +5,10 @@ module.exports = {
   testMatch: ['**/*.test.ts'],
   // The external suite's scratch projects run their own tests, against the packed packages (test/external/run.mjs).
   testPathIgnorePatterns: ['/node_modules/', '<rootDir>/test/external/projects/'],
+  // NestJS 12 ships ES modules only: its files go through test/harness/esm-package-transform.cjs.
+  transformIgnorePatterns: ['/node_modules/(?!@nestjs/)'],
   transform: {
+    '/node_modules/@nestjs/.+\\.js$': '<rootDir>/test/harness/esm-package-transform.cjs',
     '^.+\\.tsx?$': [
       'ts-jest',
       {

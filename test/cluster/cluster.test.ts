@@ -3,6 +3,8 @@ import { type Decision, Limiter, type LimiterOptions } from '@tollgate/core'
 import { storeContract } from '@tollgate/core/testing'
 import { RedisStore, rateLimit } from '@tollgate/express'
 import express from 'express'
+import { Cluster as Cluster6 } from 'ioredis6'
+import { createCluster as createCluster6 } from 'redis6'
 import { keySlot } from '../../packages/core/src/stores/redis/slots'
 import { testPrefix } from '../harness/redis'
 import { burst, close, listen } from '../support/http'
@@ -203,4 +205,38 @@ describe.each(c.clients)('through %s', (_name, storeClient) => {
       },
     )
   })
+})
+
+// The contract through the other supported majors of the clients (ioredis 6, node-redis 6; the rest of the
+// file runs ioredis 5 and node-redis 5), each pinned in the root package.json under an alias.
+describe('through the other client majors', () => {
+  let ioredis6: Cluster6 | undefined
+  let nodeRedis6: { isOpen: boolean; destroy(): void } | undefined
+  beforeAll(async () => {
+    ioredis6 = new Cluster6([...c.startupNodes], { redisOptions: { maxRetriesPerRequest: 1 } })
+    await ioredis6.ping()
+    const cluster = createCluster6({
+      rootNodes: c.startupNodes.map(({ host, port }) => ({ url: `redis://${host}:${port}` })),
+      defaults: { socket: { connectTimeout: 2000 } },
+    })
+    cluster.on('error', () => {})
+    cluster.on('node-error', () => {})
+    await cluster.connect()
+    nodeRedis6 = cluster as unknown as typeof nodeRedis6
+  }, 30_000)
+  afterAll(() => {
+    ioredis6?.disconnect()
+    if (nodeRedis6?.isOpen) nodeRedis6.destroy()
+  })
+
+  storeContract(
+    'Redis Cluster through ioredis 6',
+    () => ({ store: new RedisStore({ client: ioredis6!, timeout: '2s' }), prefix: testPrefix('cluster-contract-ioredis6') }),
+    { redis: () => c.client },
+  )
+  storeContract(
+    'Redis Cluster through node-redis 6',
+    () => ({ store: new RedisStore({ client: nodeRedis6 as never, timeout: '2s' }), prefix: testPrefix('cluster-contract-node-redis6') }),
+    { redis: () => c.client },
+  )
 })

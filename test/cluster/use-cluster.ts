@@ -13,6 +13,8 @@ export interface FileCluster {
   readonly clients: ReadonlyArray<readonly [string, () => Cluster | RedisClusterType]>
   /** Every key under `prefix`, from every master, sorted. */
   keysUnder(prefix: string): Promise<string[]>
+  /** Seeds for a client of another library or major: every node of the cluster. */
+  readonly startupNodes: ReadonlyArray<{ host: string; port: number }>
 }
 
 /**
@@ -49,6 +51,9 @@ export function useCluster(): FileCluster {
       ['ioredis', () => file.client],
       ['node-redis', () => file.nodeRedis],
     ],
+    get startupNodes() {
+      return connected(cluster).startupNodes
+    },
     async keysUnder(prefix) {
       const all = await Promise.all(file.client.nodes('master').map((node) => node.keys(`${prefix}*`)))
       return all.flat().sort()

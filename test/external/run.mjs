@@ -10,10 +10,15 @@
 //
 //   node test/external/run.mjs [--no-build] [--keep]
 //
+// A project with a variants.json runs once per entry, with the exact versions it names: redis-client (an Express
+// app counting in a redis-server the suite starts) beside each supported major of ioredis and node-redis, the NestJS
+// apps on each supported NestJS major, the Fastify app under TypeScript 5 and 7.
+//
 // Only the npm registry is needed: the frameworks and TypeScript are installed at the versions the
-// monorepo's lockfile holds, which `npm ci` has just put in npm's cache (--prefer-offline).
+// monorepo's lockfile holds, which `npm ci` has just put in npm's cache (--prefer-offline), or at a variant's.
 import { spawn, spawnSync } from 'node:child_process'
 import { cpSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { connect, createServer } from 'node:net'
 import { tmpdir } from 'node:os'
 import { dirname, join, resolve } from 'node:path'
 import { fileURLToPath } from 'node:url'
@@ -108,9 +113,9 @@ function monorepoVersion(dep) {
   return JSON.parse(readFileSync(join(root, 'node_modules', dep, 'package.json'), 'utf8')).version
 }
 
-function spawnServer(cwd, entry) {
+function spawnServer(cwd, entry, env = {}) {
   return new Promise((resolvePort, reject) => {
-    const child = spawn(process.execPath, [entry], { cwd, stdio: ['ignore', 'pipe', 'pipe'] })
+    const child = spawn(process.execPath, [entry], { cwd, stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, ...env } })
     let out = ''
     const timer = setTimeout(() => {
       child.kill()
@@ -164,12 +169,13 @@ async function exercise(port, project) {
     `429 body: ${refused.headers.get('content-type')} ${refused.body.slice(0, 60)}…`,
   )
   check(first.body.includes('"remaining":1'), `handler reads the decision: ${first.body}`)
-  if (project === 'fastify-ts' || project === 'nestjs-ts') {
+  if (project === 'redis-client') check(first.body.includes('"source":"store"'), `decided by Redis, not a fallback: ${first.body}`)
+  if (project === 'fastify-ts' || project.startsWith('nestjs-')) {
     const health = []
     for (let i = 0; i < 3; i++) health.push(await get(port, '/health'))
     check(
       health.every((r) => r.status === 200 && !r.headers.has('ratelimit')),
-      `GET /health (${project === 'nestjs-ts' ? '@SkipRateLimit()' : 'rateLimit: false'}) three times: ${health.map((r) => r.status).join(' ')}, no headers`,
+      `GET /health (${project.startsWith('nestjs-') ? '@SkipRateLimit()' : 'rateLimit: false'}) three times: ${health.map((r) => r.status).join(' ')}, no headers`,
     )
   }
 }
@@ -196,16 +202,72 @@ const ENTRY = {
   'fastify-ts': 'dist/server.js',
   koa: 'server.js',
   'nestjs-ts': 'dist/main.js',
+  'nestjs-fastify-ts': 'dist/main.js',
+  'redis-client': 'server.js',
 }
 
-for (const project of readdirSync(projectsDir).sort()) {
-  console.log(`\n${project} (${JSON.parse(readFileSync(join(projectsDir, project, 'package.json'), 'utf8')).description})`)
-  const dir = join(scratch, project)
+/**
+ * The runs of a project: one, or one per entry of its variants.json ({ name, dependencies?, devDependencies?,
+ * env? }), each a scratch project of its own with those exact versions: the same app beside each supported
+ * major of a client, a framework or TypeScript, installed without flags, as a user of that major would.
+ */
+function runsOf(project) {
+  const file = join(projectsDir, project, 'variants.json')
+  if (!existsSync(file)) return [{ name: '', dependencies: {}, devDependencies: {}, env: {} }]
+  return JSON.parse(readFileSync(file, 'utf8')).map((v) => ({ dependencies: {}, devDependencies: {}, env: {}, ...v }))
+}
+
+/** A redis-server of the suite's own on a free port, started when a project first needs one (REDIS_URL). */
+let redisServer
+async function redisUrl() {
+  if (redisServer === undefined) {
+    const port = await new Promise((resolvePort, reject) => {
+      const probe = createServer()
+      probe.once('error', reject)
+      probe.listen(0, '127.0.0.1', () => {
+        const { port } = probe.address()
+        probe.close(() => resolvePort(port))
+      })
+    })
+    const child = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], {
+      stdio: 'ignore',
+    })
+    redisServer = { child, url: `redis://127.0.0.1:${port}` }
+    for (let i = 0; i < 50; i++) {
+      const up = await new Promise((r) => {
+        const socket = connect(port, '127.0.0.1', () => {
+          socket.end()
+          r(true)
+        })
+        socket.on('error', () => r(false))
+      })
+      if (up) break
+      await new Promise((r) => setTimeout(r, 100))
+    }
+  }
+  return redisServer.url
+}
+
+try {
+  for (const project of readdirSync(projectsDir).sort()) {
+    const manifest = JSON.parse(readFileSync(join(projectsDir, project, 'package.json'), 'utf8'))
+    for (const variant of runsOf(project)) await runProject(project, manifest, variant)
+  }
+} finally {
+  redisServer?.child.kill()
+}
+
+async function runProject(project, manifest, variant) {
+  const label = variant.name ? `${project} with ${variant.name}` : project
+  console.log(`\n${label} (${manifest.description})`)
+  const dir = join(scratch, variant.name ? `${project}-${variant.name.replace(/[^A-Za-z0-9.-]/g, '-')}` : project)
   cpSync(join(projectsDir, project), dir, { recursive: true })
+  rmSync(join(dir, 'variants.json'), { force: true })
   const pkgFile = join(dir, 'package.json')
   const pkg = JSON.parse(readFileSync(pkgFile, 'utf8'))
   for (const field of ['dependencies', 'devDependencies']) {
-    for (const [dep, spec] of Object.entries(pkg[field] ?? {})) {
+    pkg[field] = { ...pkg[field], ...variant[field] }
+    for (const [dep, spec] of Object.entries(pkg[field])) {
       if (spec === 'tarball') {
         if (!tarballs[dep]) throw new Error(`${dep} was not packed`)
         pkg[field][dep] = `file:${tarballs[dep]}`
@@ -217,7 +279,7 @@ for (const project of readdirSync(projectsDir).sort()) {
   const install = run(npm, ['install', '--prefer-offline', '--no-audit', '--no-fund', '--ignore-scripts', '--loglevel=error'], { cwd: dir })
   if (install.status !== 0) {
     fail(`npm install\n${indent(install.out)}`)
-    continue
+    return
   }
   ok(
     `npm install (${((Date.now() - t0) / 1000).toFixed(1)} s): ${Object.entries({ ...pkg.dependencies, ...pkg.devDependencies })
@@ -227,24 +289,26 @@ for (const project of readdirSync(projectsDir).sort()) {
   if (existsSync(join(dir, 'tsconfig.json'))) {
     const tsc = run(process.execPath, [join(dir, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', 'tsconfig.json'], { cwd: dir })
     const opts = JSON.parse(readFileSync(join(dir, 'tsconfig.json'), 'utf8')).compilerOptions
-    const what = `tsc (module ${opts.module}, moduleResolution ${opts.moduleResolution}, strict, skipLibCheck ${opts.skipLibCheck})`
+    const tscVersion = JSON.parse(readFileSync(join(dir, 'node_modules', 'typescript', 'package.json'), 'utf8')).version
+    const what = `tsc ${tscVersion} (module ${opts.module}, moduleResolution ${opts.moduleResolution}, strict, skipLibCheck ${opts.skipLibCheck})`
     if (tsc.status !== 0) {
       fail(`${what}\n${indent(tsc.out)}`)
-      continue
+      return
     }
     ok(what)
   }
   if (TESTS[project]) {
     runTests(dir, project)
-    continue
+    return
   }
+  const env = { ...variant.env, ...(project === 'redis-client' ? { REDIS_URL: await redisUrl() } : {}) }
   let server
   try {
-    server = await spawnServer(dir, ENTRY[project])
+    server = await spawnServer(dir, ENTRY[project], env)
     ok(`node ${ENTRY[project]}: listening on 127.0.0.1:${server.port}`)
     await exercise(server.port, project)
   } catch (error) {
-    fail(`${project}: ${error.message}${server ? `\n${indent(server.output())}` : ''}`)
+    fail(`${label}: ${error.message}${server ? `\n${indent(server.output())}` : ''}`)
   } finally {
     server?.child.kill()
   }

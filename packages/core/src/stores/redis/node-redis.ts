@@ -27,14 +27,14 @@ import { keySlot } from './slots'
  *   after which node-redis reconnects by itself, failing (never resending) what was in flight.
  */
 
-/** A node-redis transaction (`client.multi()`), v4 or v5: the part RedisStore uses. */
+/** A node-redis transaction (`client.multi()`), v4, v5 or v6: the part RedisStore uses. */
 export interface NodeRedisMultiLike {
   incrBy(key: string, increment: number): NodeRedisMultiLike
   pExpire(key: string, milliseconds: number): NodeRedisMultiLike
   exec(): Promise<unknown>
 }
 
-/** A node-redis client (`createClient()`, v4 or v5), connected by its owner with `await client.connect()`. */
+/** A node-redis client (`createClient()`, v4, v5 or v6), connected by its owner with `await client.connect()`. */
 export interface NodeRedisClientLike {
   readonly isOpen: boolean
   readonly isReady: boolean
@@ -49,7 +49,7 @@ export interface NodeRedisNodeLike {
   readonly port: number
 }
 
-/** A node-redis Cluster (`createCluster({ rootNodes })`, v4 or v5), connected by its owner. */
+/** A node-redis Cluster (`createCluster({ rootNodes })`, v4, v5 or v6), connected by its owner. */
 export interface NodeRedisClusterLike {
   readonly isOpen: boolean
   readonly masters: readonly NodeRedisNodeLike[]
@@ -154,11 +154,24 @@ class Transaction implements RedisTransactionLike {
   private execOn(client: AnyNodeRedis): Promise<Array<[Error | null, unknown]> | null> {
     const tx = client.multi()
     for (const [command, key, argument] of this.commands) tx[METHODS[command]](key, Number(argument))
-    return tx.exec().then(pairs, (error: unknown) => {
-      const replies = (error as { replies?: unknown } | null)?.replies
-      if (Array.isArray(replies)) return pairs(replies)
-      throw error
-    })
+    return tx.exec().then(
+      (replies) => pairs(this.raw(replies)),
+      (error: unknown) => {
+        const replies = (error as { replies?: unknown } | null)?.replies
+        if (Array.isArray(replies)) return pairs(this.raw(replies))
+        throw error
+      },
+    )
+  }
+
+  /**
+   * Redis's own replies where node-redis turned them into something else: v4 answers PEXPIRE with a
+   * boolean (v5 and v6 with Redis's integer). Only that, at PEXPIRE's places: any other reply is checked
+   * as Redis sent it (batcher.ts), so a reply that fits no command still fails as a protocol error.
+   */
+  private raw(replies: unknown): unknown {
+    if (!Array.isArray(replies)) return replies
+    return replies.map((reply, i) => (this.commands[i]?.[0] === 'pexpire' && typeof reply === 'boolean' ? Number(reply) : reply))
   }
 }
 

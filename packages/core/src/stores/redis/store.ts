@@ -50,7 +50,7 @@ export interface RedisClientLike {
 
 export interface RedisStoreOptions {
   /**
-   * A connected ioredis `Redis` or `Cluster`, or a node-redis (`redis` v4/v5) client or cluster from
+   * A connected ioredis `Redis` or `Cluster`, or a node-redis (`redis` v4, v5 or v6) client or cluster from
    * `createClient()` / `createCluster()` after `await client.connect()`. The store borrows it: it
    * never connects or quits it (it opens no connection of its own, unless `transport` asks for one), and
    * works whatever its offline-queue and retry settings, because every call has its own deadline.
