@@ -262,3 +262,66 @@ describe('per-limit keys: inputs and options', () => {
     ])
   })
 })
+
+describe.each(stores)('limiter.wait with limits that have keys of their own, on the %s store', (_name, makeStore) => {
+  const make = () =>
+    new Limiter<TenantRequest>({
+      limits: [
+        { max: 5, window: '1h' },
+        { max: 2, window: '1h', key: (req) => `tenant:${req.tenant}` },
+      ],
+      key: (req) => req.user,
+      store: makeStore(),
+      prefix: testPrefix('nested-wait'),
+      clock: () => now,
+    })
+
+  it('refuses a wait without the tenant key as consume does, naming keys[1], and counts nothing', async () => {
+    const limiter = make()
+    const consumed = await Promise.resolve()
+      .then(() => limiter.consume('u1'))
+      .catch((e: unknown) => e)
+    const waited = await limiter.wait('u1', { maxWaitMs: 0 }).catch((e: unknown) => e)
+    for (const error of [consumed, waited]) {
+      expect(error).toBeInstanceOf(TollgateError)
+      expect((error as Error).message).toMatch(/keys\[1\]/)
+    }
+    expect((await limiter.peek('u1', { keys: [undefined, 'acme'] })).limits!.map((d) => d.remaining)).toEqual([5, 2])
+  })
+
+  it("counts the tenant's limit under the tenant key: three users of one tenant, two admitted, and the same policies as consume", async () => {
+    const limiter = make()
+    const waited: Decision[] = []
+    for (const user of ['u1', 'u2', 'u3']) waited.push(await limiter.wait(user, { maxWaitMs: 0, keys: [undefined, 'acme'] }))
+    expect(waited.map((d) => d.allowed)).toEqual([true, true, false])
+    // The tenant's count is shared; each user's own limit counted once.
+    const consumed = (await limiter.consume('u4', { keys: [undefined, 'acme'] })) as Decision
+    expect(consumed.allowed).toBe(false)
+    expect(waited[2]!.policy).toBe(consumed.policy)
+    expect(waited[2]!.limits!.map((d) => d.policy)).toEqual(consumed.limits!.map((d) => d.policy))
+    const other = (await limiter.consume('u1', { keys: [undefined, 'globex'] })) as Decision
+    expect(other.allowed).toBe(true)
+    expect(other.limits!.map((d) => d.remaining)).toEqual([3, 1])
+  })
+
+  it('takes hashTag and unknown options as consume does', async () => {
+    const limiter = make()
+    await expect(limiter.wait('u1', { maxWaitMs: 0, keys: [undefined, 'acme'], hashTag: 'acme' })).rejects.toThrow(/hashTag/)
+    await expect(limiter.wait('u1', { maxWaitMs: 0, key: 'x' } as never)).rejects.toThrow(/Unknown wait\(\) option "key"/)
+  })
+})
+
+describe('limiter.wait reports the policy consume reports', () => {
+  it.each([
+    ['concurrency', { algorithm: 'concurrency', max: 3 }],
+    ['a named fixed window', { max: 3, window: '1h', name: 'api' }],
+    ['GCRA', { algorithm: 'gcra', max: 3, window: '1h' }],
+  ] as const)('under %s, for an admission, a refusal, and a wait aborted before its first try', async (_name, options) => {
+    const limiter = new Limiter({ ...options, store: new MemoryStore({ sweepIntervalMs: 0 }) })
+    const consumed = (await limiter.consume('k')) as Decision
+    const admitted = await limiter.wait('k', { maxWaitMs: 0 })
+    const aborted = await limiter.wait('fresh', { maxWaitMs: 1000, signal: AbortSignal.abort() })
+    for (const d of [admitted, aborted]) expect(d.policy).toEqual(consumed.policy)
+    expect(aborted.allowed).toBe(false)
+  })
+})

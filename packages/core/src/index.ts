@@ -14,7 +14,7 @@ export type { LeaseOption } from './options/lease-option'
 export type { LimiterOptions, LimitOptions } from './options/limiter-options'
 export { MemoryStore, type MemoryStoreOptions } from './stores/memory-store'
 export type { NodeRedisClientLike, NodeRedisClusterLike, NodeRedisMultiLike, NodeRedisNodeLike } from './stores/redis/node-redis'
-export { type RedisClientLike, RedisStore, type RedisStoreOptions, type Transport } from './stores/redis/store'
+export { type RedisClientLike, RedisStore, type RedisStoreOptions } from './stores/redis/store'
 export type {
   AdapterHooks,
   AlgorithmName,

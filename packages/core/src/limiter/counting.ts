@@ -157,6 +157,11 @@ export class Counting<Req> {
    * What `clientKey` has left, counting nothing and emitting nothing (see decision.ts, peekAt). A
    * client under a `blockDuration` block gets the refusal `count` would give it (lockout.ts).
    */
+  /** The limits a count of `max` is decided by, as its decisions report them (their policies). */
+  limitsOf(max: number): readonly LimitSpec[] {
+    return this.parts.limitsFor(this.parts.limitFor(max))
+  }
+
   peek(clientKey: string, max: number, scope?: CallScope): MaybePromise<Decision> {
     const now = this.config.clock()
     const limit = this.parts.limitFor(max)

@@ -7,6 +7,7 @@ import type { LimiterOptions } from '../options/limiter-options'
 import { type Config, parseOptions } from '../options/parse-options'
 import { MemoryStore } from '../stores/memory-store'
 import type { AdapterHooks, Decision, MaybePromise } from '../types'
+import type { CallScope } from './call-parts'
 import { Counting } from './counting'
 import { RequestInputs, type ScopeOptions } from './request-inputs'
 import { Resilience } from './resilience'
@@ -146,18 +147,21 @@ export class Limiter<Req = unknown> extends EventEmitter {
     let clientKey: string
     let args: ReturnType<typeof waitArguments>
     let max: number
+    let scope: CallScope | undefined
     try {
       args = waitArguments(key, options)
       clientKey = this.inputs.keyOf(key)
       max = this.inputs.staticMax(args.max)
+      scope = this.inputs.scopeOf(clientKey, args.scope).scope
     } catch (error) {
       return Promise.reject(error)
     }
     this.waiting ??= new Waiting(this.config as Config<unknown>, {
-      count: (k, cost, m) => this.counting.count(k, m, cost),
+      count: (k, cost, m, s) => this.counting.count(k, m, cost, undefined, s),
+      limitsOf: (m) => this.counting.limitsOf(m),
       refund: (decision) => this.refund(decision),
     })
-    return this.waiting.wait(clientKey, args.cost, max, args.maxWaitMs, args.signal)
+    return this.waiting.wait(clientKey, scope, args.cost, max, args.maxWaitMs, args.signal)
   }
 
   /** Undoes an admitted decision, within its own window only and never below zero (under "concurrency", frees its slot as `release` does). */

@@ -1,11 +1,12 @@
 import { describeValue, invalidOption, rejectUnknown, TollgateError } from '../errors'
 import { isCount, isPlainObject } from '../options/checks'
-import { makeLimit } from '../options/limits'
 import type { Config } from '../options/parse-options'
 import { type Decision, isThenable, type LimitSpec, type MaybePromise } from '../types'
+import type { CallScope } from './call-parts'
+import type { ScopeOptions } from './request-inputs'
 
-/** What `limiter.wait(key, options)` takes. */
-export interface WaitOptions {
+/** What `limiter.wait(key, options)` takes: `consume`'s options (with `keys` and `hashTag` for limits with keys of their own), and how long to wait. */
+export interface WaitOptions extends ScopeOptions {
   /** The longest the call waits, in ms: a whole number from 0 (one try, as `consume`) to 2147483647. */
   maxWaitMs: number
   /**
@@ -19,21 +20,29 @@ export interface WaitOptions {
   signal?: AbortSignal
 }
 
-const WAIT_OPTIONS = ['maxWaitMs', 'cost', 'max', 'signal'] as const
+const WAIT_OPTIONS = ['maxWaitMs', 'cost', 'max', 'signal', 'keys', 'hashTag'] as const
 
 /** The longest delay setTimeout honours: a longer one fires at once (with a warning), which would turn a wait into a loop. */
 const MAX_TIMER_MS = 2 ** 31 - 1
 
-/** What the waiting needs from its limiter: one ordinary count, and the refund of an admission nobody wants any more. */
+/**
+ * What the waiting needs from its limiter: one ordinary count, the limits a count of `max` is decided by
+ * (the same the count's decisions report), and the refund of an admission nobody wants any more.
+ */
 export interface WaitingHost {
-  /** The limiter's count of `cost` units against a client key as stored, with the failure policy and the events of `consume`. */
-  count(clientKey: string, cost: number, max: number): MaybePromise<Decision>
+  /**
+   * The limiter's count of `cost` units against a client key as stored, and per-limit keys (`scope`) as
+   * `consume` takes them, with the failure policy and the events of `consume`.
+   */
+  count(clientKey: string, cost: number, max: number, scope: CallScope | undefined): MaybePromise<Decision>
+  limitsOf(max: number): readonly LimitSpec[]
   refund(decision: Decision): Promise<void>
 }
 
 interface Waiter {
   readonly cost: number
   readonly max: number
+  readonly scope: CallScope | undefined
   /** Clock time (epoch ms) at which the wait ends refused. */
   readonly deadline: number
   readonly resolve: (decision: Decision) => void
@@ -49,6 +58,9 @@ interface Waiter {
  * their turn, so a later waiter never takes a unit an earlier one is waiting for.
  */
 interface Queue {
+  /** The queue's own key in the map: the client key, and the per-limit keys when the limits have their own. */
+  readonly id: string
+  /** The client key as stored. */
   readonly key: string
   waiters: Waiter[]
   /** Waiters in `waiters` that are not done (done ones are skipped when they reach the front). */
@@ -72,9 +84,6 @@ interface Queue {
  */
 export class Waiting {
   private readonly queues = new Map<string, Queue>()
-  /** The limits of the last `max` seen (one entry: nearly always the limiter's own `max`). */
-  private lastMax = -1
-  private lastLimits: readonly LimitSpec[] = []
 
   constructor(
     private readonly config: Config<unknown>,
@@ -94,22 +103,33 @@ export class Waiting {
   }
 
   /**
-   * Resolves to an admitted decision once the limit admits `cost` units for `clientKey` (after every
-   * earlier waiter on that key), or to a refused one at the deadline or on abort.
+   * Resolves to an admitted decision once the limit admits `cost` units for `clientKey` and the
+   * per-limit keys of `scope` (after every earlier waiter on those keys), or to a refused one at the
+   * deadline or on abort.
    */
-  wait(clientKey: string, cost: number, max: number, maxWaitMs: number, signal: AbortSignal | undefined): Promise<Decision> {
+  wait(
+    clientKey: string,
+    scope: CallScope | undefined,
+    cost: number,
+    max: number,
+    maxWaitMs: number,
+    signal: AbortSignal | undefined,
+  ): Promise<Decision> {
     const now = this.config.clock()
-    let queue = this.queues.get(clientKey)
+    // Waiters queue per target: a user's waits with different tenants count different keys.
+    const id = scope === undefined ? clientKey : `${clientKey}\u0000${scope.storeKey}\u0000${scope.keys.join('\u0000')}`
+    let queue = this.queues.get(id)
     if (signal?.aborted === true) return Promise.resolve(this.refused(queue?.last, clientKey, cost, max, now))
     return new Promise<Decision>((resolve, reject) => {
       if (queue === undefined) {
-        queue = { key: clientKey, waiters: [], live: 0, trying: undefined, timer: undefined, nextTryAt: 0, last: undefined }
-        this.queues.set(clientKey, queue)
+        queue = { id, key: clientKey, waiters: [], live: 0, trying: undefined, timer: undefined, nextTryAt: 0, last: undefined }
+        this.queues.set(id, queue)
       }
       const q = queue
       const w: Waiter = {
         cost,
         max,
+        scope,
         deadline: now + maxWaitMs,
         resolve,
         reject,
@@ -142,7 +162,7 @@ export class Waiting {
       }
       let decision: MaybePromise<Decision>
       try {
-        decision = this.host.count(q.key, head.cost, head.max)
+        decision = this.host.count(q.key, head.cost, head.max, head.scope)
       } catch (error) {
         // A store in this process threw (a store elsewhere fails into the failure policy instead).
         this.leave(q, head)
@@ -207,7 +227,7 @@ export class Waiting {
    */
   private final(d: Decision, w: Waiter): boolean {
     if (d.source === 'deny') return true
-    for (const limit of this.limitsOf(w.max)) if (w.cost > limit.burst) return true
+    for (const limit of this.host.limitsOf(w.max)) if (w.cost > limit.burst) return true
     return false
   }
 
@@ -272,7 +292,7 @@ export class Waiting {
   }
 
   private drop(q: Queue): void {
-    if (this.queues.get(q.key) === q) this.queues.delete(q.key)
+    if (this.queues.get(q.id) === q) this.queues.delete(q.id)
   }
 
   /**
@@ -282,7 +302,7 @@ export class Waiting {
    */
   private refused(last: Decision | undefined, key: string, cost: number, max: number, now: number): Decision {
     if (last !== undefined) return asRefused(last, cost, now)
-    const limit = this.limitsOf(max)[0]!
+    const limit = this.host.limitsOf(max)[0]!
     return {
       allowed: false,
       limit: limit.max,
@@ -298,14 +318,6 @@ export class Waiting {
     }
   }
 
-  private limitsOf(max: number): readonly LimitSpec[] {
-    if (max !== this.lastMax) {
-      const { limits, windowMs, burst, name } = this.config
-      this.lastLimits = limits ?? [makeLimit(max, windowMs, burst, name)]
-      this.lastMax = max
-    }
-    return this.lastLimits
-  }
 }
 
 function asRefused(d: Decision, cost: number, now: number): Decision {
@@ -331,7 +343,7 @@ function asRefused(d: Decision, cost: number, now: number): Decision {
 export function waitArguments(
   key: unknown,
   options: unknown,
-): { cost: number; max: number | undefined; maxWaitMs: number; signal?: AbortSignal } {
+): { cost: number; max: number | undefined; maxWaitMs: number; signal?: AbortSignal; scope: ScopeOptions } {
   if (typeof key !== 'string' || key.length === 0) {
     throw new TollgateError(`Invalid argument "key" of wait(): expected a non-empty string, got ${describeValue(key)}`, 'TG_INVALID_OPTION')
   }
@@ -342,14 +354,14 @@ export function waitArguments(
     )
   }
   rejectUnknown('wait()', options, WAIT_OPTIONS, (name) => (/^maxwait/i.test(name) ? 'maxWaitMs' : undefined))
-  const { maxWaitMs, cost = 1, max, signal } = options
+  const { maxWaitMs, cost = 1, max, signal, keys, hashTag } = options
   if (!isCount(maxWaitMs) || maxWaitMs > MAX_TIMER_MS) {
     throw invalidOption('maxWaitMs', `a whole number of ms from 0 to ${MAX_TIMER_MS}`, maxWaitMs)
   }
   if (!isCount(cost)) throw invalidOption('cost', 'a whole number ≥ 0', cost)
   if (max !== undefined && !isCount(max)) throw invalidOption('max', 'a whole number ≥ 0', max)
   if (signal !== undefined && !isAbortSignal(signal)) throw invalidOption('signal', 'an AbortSignal', signal)
-  return { cost, max, maxWaitMs, signal }
+  return { cost, max, maxWaitMs, signal, scope: { keys, hashTag } as ScopeOptions }
 }
 
 function isAbortSignal(value: unknown): value is AbortSignal {
