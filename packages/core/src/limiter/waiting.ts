@@ -317,7 +317,6 @@ export class Waiting {
       cost,
     }
   }
-
 }
 
 function asRefused(d: Decision, cost: number, now: number): Decision {
