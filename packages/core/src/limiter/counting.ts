@@ -119,7 +119,7 @@ export class Counting<Req> {
     if (this.remote) {
       if (this.fast && limit.keyed !== true) {
         // Off with refunds: a refund elsewhere can bring a count back under the limit.
-        const known = this.refunds ? undefined : this.over.known(clientKey, windowIndex(now, c.windowMs))
+        const known = this.refunds ? undefined : this.over.known(clientKey, windowIndex(now, c.windowMs), now)
         if (known !== undefined && known + cost > max) return this.fromCount(clientKey, undefined, known + cost, limit, cost, now, 'cache')
       }
       if (this.resilience.degraded && this.resilience.isOpen(scope?.storeKey ?? this.parts.storeKey(clientKey), now))
@@ -153,15 +153,15 @@ export class Counting<Req> {
     return now >= this.telemetry.wake && this.telemetry.wants(now) ? (this.telemetry.decided(decision) as Decision) : decision
   }
 
-  /**
-   * What `clientKey` has left, counting nothing and emitting nothing (see decision.ts, peekAt). A
-   * client under a `blockDuration` block gets the refusal `count` would give it (lockout.ts).
-   */
   /** The limits a count of `max` is decided by, as its decisions report them (their policies). */
   limitsOf(max: number): readonly LimitSpec[] {
     return this.parts.limitsFor(this.parts.limitFor(max))
   }
 
+  /**
+   * What `clientKey` has left, counting nothing and emitting nothing (see decision.ts, peekAt). A
+   * client under a `blockDuration` block gets the refusal `count` would give it (lockout.ts).
+   */
   peek(clientKey: string, max: number, scope?: CallScope): MaybePromise<Decision> {
     const now = this.config.clock()
     const limit = this.parts.limitFor(max)
@@ -340,7 +340,7 @@ export class Counting<Req> {
         count = r.afterFallback(key, windowMs, now, count, cost)
         this.mirror!.keep(entry, count, now)
       }
-      if (count > max && !this.refunds && limit.keyed !== true) this.over.remember(clientKey, count, windowIndex(now, windowMs))
+      if (count > max && !this.refunds && limit.keyed !== true) this.over.remember(clientKey, count, windowIndex(now, windowMs), now)
     }
     const decision = decide(fixedWindow, limit, count - cost, count, count <= max, cost, now, clientKey, source)
     if (this.refunds && decision.allowed && key !== undefined) {

@@ -1,5 +1,6 @@
 import { windowIndex } from '../../keys'
 import type { Decision, DecisionSource, LimitSpec } from '../../types'
+import { REFUSAL_TRUST_MS } from './over-limit'
 
 // One key's slice of the `lease` option (leases.ts): its state, when its next grant is asked for, and
 // the decisions made from it.
@@ -38,6 +39,8 @@ export interface Slice {
   ahead: { readonly w: number; readonly granted: number; readonly remote: number; readonly lessees: number } | undefined
   /** Nothing more to grant until then (fixed window: the window's end; GCRA: until a unit fits). */
   emptyUntil: number
+  /** When an empty slice is asked about again, though emptyUntil has not come: see isEmpty. */
+  emptyAskAt: number
   /** Redis lost the key while this process held a slice: refused until then. */
   spentUntil: number
   /** GCRA: when the slice lapses (the time its units stand for), and units of a lapsed slice to give back. */
@@ -73,6 +76,7 @@ export function newSlice(clientKey: string, stem: string, limit: LimitSpec, now:
     rtt: 0,
     ahead: undefined,
     emptyUntil: 0,
+    emptyAskAt: 0,
     spentUntil: 0,
     lapseAt: 0,
     back: 0,
@@ -100,8 +104,20 @@ export function turn(s: Slice, w: number, max: number): void {
   s.remote = a?.remote ?? max
   if (a !== undefined) {
     s.lessees = a.lessees
-    if (a.granted === 0) s.emptyUntil = (w + 1) * s.limit.windowMs
+    if (a.granted === 0) {
+      s.emptyUntil = (w + 1) * s.limit.windowMs
+      s.emptyAskAt = w * s.limit.windowMs + REFUSAL_TRUST_MS
+    }
   }
+}
+
+/**
+ * Whether the slice is known to have nothing more to grant at `now`: the store said so, and said it
+ * less than REFUSAL_TRUST_MS ago (a `reset` in another process gives the quota back, and this process
+ * hears of it only by asking).
+ */
+export function isEmpty(s: Slice, now: number): boolean {
+  return now < s.emptyUntil && now < s.emptyAskAt
 }
 
 /** Units left in the slice at which the next is asked for (PREFETCH_AT). */

@@ -8,7 +8,8 @@ import type { Decision, DecisionSource, LeaseRequest, LimitSpec, MaybePromise, S
 import type { CallParts } from '../call-parts'
 import type { Resilience } from '../resilience'
 import type { Telemetry } from '../telemetry'
-import { aheadOf, gcraDecision, newSlice, prefetchAt, type Slice, turn } from './lease-slice'
+import { aheadOf, gcraDecision, isEmpty, newSlice, prefetchAt, type Slice, turn } from './lease-slice'
+import { REFUSAL_TRUST_MS } from './over-limit'
 
 /** Keys a limiter keeps a slice for; past it, every slice is given back and the map starts over. */
 const MAX_SLICES = 32_768
@@ -69,7 +70,7 @@ export class Leases {
     s.lastUse = now
     const held = this.fromSlice(s, limit, cost, now)
     if (held !== undefined) return held
-    if (now < s.spentUntil || now < s.emptyUntil) return this.refuse(s, limit, cost, now, 'cache')
+    if (now < s.spentUntil || isEmpty(s, now)) return this.refuse(s, limit, cost, now, 'cache')
     if (this.resilience.degraded && this.resilience.isOpen(s.stem, now)) return this.fallBack(s, limit, cost, now)
     return this.wait(s, limit, cost, now, 0)
   }
@@ -92,7 +93,7 @@ export class Leases {
     const held = this.fromSlice(s, limit, cost, now)
     if (held !== undefined) return held
     if (!ok) return this.fallBack(s, limit, cost, now)
-    if (now < s.spentUntil || now < s.emptyUntil || tries + 1 >= MAX_GRANTS_PER_REQUEST) return this.refuse(s, limit, cost, now, 'store')
+    if (now < s.spentUntil || isEmpty(s, now) || tries + 1 >= MAX_GRANTS_PER_REQUEST) return this.refuse(s, limit, cost, now, 'store')
     return this.wait(s, limit, cost, now, tries + 1)
   }
 
@@ -108,7 +109,7 @@ export class Leases {
       // Near the window's end the next window's slice is asked for instead: a slice of this one would lapse.
       if (!this.gcra && s.ahead === undefined && s.rate > 0 && (s.w + 1) * limit.windowMs - now <= aheadOf(s, limit.windowMs)) {
         void this.grant(s, limit, 0, now, true)
-      } else if (s.left <= prefetchAt(s) && now >= s.emptyUntil && now >= s.spentUntil) void this.grant(s, limit, 0, now)
+      } else if (s.left <= prefetchAt(s) && !isEmpty(s, now) && now >= s.spentUntil) void this.grant(s, limit, 0, now)
     }
     const remaining = s.left + s.remote
     if (this.gcra) return gcraDecision(limit, remaining, cost, now, s.clientKey, true, 0, 'store')
@@ -199,7 +200,10 @@ export class Leases {
           s.markerUntil = now + limit.windowMs
           s.lapseAt = now + Math.max(1, Math.ceil((g.granted * limit.windowMs) / limit.max))
         }
-        if (g.granted === 0) s.emptyUntil = this.gcra ? now + Math.max(1, g.waitMs) : (s.w + 1) * limit.windowMs
+        if (g.granted === 0) {
+          s.emptyUntil = this.gcra ? now + Math.max(1, g.waitMs) : (s.w + 1) * limit.windowMs
+          s.emptyAskAt = now + REFUSAL_TRUST_MS
+        }
       },
       (error: unknown) => {
         ok = false

@@ -1,27 +1,42 @@
 /**
+ * How long a process trusts a refusal it keeps (the over-limit cache, a lease's empty slice) before it
+ * asks the store again. Within one window a count only grows, except that `reset` (or a refund) in
+ * another process takes it back, which this process cannot hear of: asking again at most this often
+ * is how such a reset reaches it, within a second as documented. A client refused for a whole window
+ * costs the store one call per second instead of none, and nothing per request.
+ */
+export const REFUSAL_TRUST_MS = 1000
+
+/**
  * The over-limit cache of the fast path on a remote store: clients already over the limit in the
- * current fixed window, with the count the store last returned. Within one fixed window a count only
- * grows, so a client seen over the limit stays over it until the window ends, and its requests are
- * answered without a round trip. Keyed by client key, not store key: the prefix is the limiter's own,
- * so the two are one to one, and a flood of refusals then never builds a store key string.
+ * current fixed window, with the count the store last returned, trusted for REFUSAL_TRUST_MS. Keyed by
+ * client key, not store key: the prefix is the limiter's own, so the two are one to one, and a flood of
+ * refusals then never builds a store key string.
  */
 export class OverLimit {
-  private readonly counts = new Map<string, number>()
+  private readonly counts = new Map<string, { count: number; until: number }>()
   /** The window index the verdicts were made in. */
   private index = -1
 
-  /** The count last seen over the limit for `clientKey` in window `index`, if any. A new window voids every verdict. */
-  known(clientKey: string, index: number): number | undefined {
+  /**
+   * The count last seen over the limit for `clientKey` in window `index`, if any and still trusted at
+   * `now`. A new window voids every verdict.
+   */
+  known(clientKey: string, index: number, now: number): number | undefined {
     if (index !== this.index) {
       if (this.counts.size > 0) this.counts.clear()
       this.index = index
     }
-    return this.counts.get(clientKey)
+    const seen = this.counts.get(clientKey)
+    if (seen === undefined) return undefined
+    if (now < seen.until) return seen.count
+    this.counts.delete(clientKey)
+    return undefined
   }
 
-  /** Keeps a verdict, only for the window it was made in: a reply can arrive after the edge. */
-  remember(clientKey: string, count: number, index: number): void {
-    if (index === this.index) this.counts.set(clientKey, count)
+  /** Keeps a verdict made at `now`, only for the window it was made in: a reply can arrive after the edge. */
+  remember(clientKey: string, count: number, index: number, now: number): void {
+    if (index === this.index) this.counts.set(clientKey, { count, until: now + REFUSAL_TRUST_MS })
   }
 
   /** The client's count may be under the limit again (a refund, a reset). */
