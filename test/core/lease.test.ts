@@ -69,6 +69,23 @@ describe('lease on the memory store', () => {
 })
 
 describe('lease on Redis, one process', () => {
+  it.each(['fixed-window', 'gcra'] as const)(
+    '%s: refuses refund and settle of a decision, naming lease, and moves nothing',
+    async (algorithm) => {
+      const limiter = new Limiter({ max: 3, window: '1m', algorithm, lease: true, store: redis(), prefix: testPrefix('lease-refund') })
+      const decision = await limiter.consume('k')
+      expect(decision.allowed).toBe(true)
+      const before = (await limiter.peek('k')).remaining
+      for (const call of [() => limiter.refund(decision), () => limiter.settle(decision, 0)]) {
+        const error = await call().catch((e: unknown) => e)
+        expect(error).toBeInstanceOf(TollgateError)
+        expect((error as Error).message).toMatch(/not with the "lease" option/)
+      }
+      expect((await limiter.peek('k')).remaining).toBe(before)
+      await limiter.close()
+    },
+  )
+
   it('admits exactly max of 500 concurrent requests, decided from slices, and Redis counts every grant', async () => {
     const prefix = testPrefix('lease-core')
     const limiter = new Limiter({ max: 200, window: '1m', prefix, lease: true, store: redis() })

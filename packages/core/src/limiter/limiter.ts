@@ -166,6 +166,7 @@ export class Limiter<Req = unknown> extends EventEmitter {
 
   /** Undoes an admitted decision, within its own window only and never below zero (under "concurrency", frees its slot as `release` does). */
   refund(decision: Decision): Promise<void> {
+    if (this.config.lease !== undefined) return Promise.reject(notLeased('refund'))
     return this.counting.refund(decision)
   }
 
@@ -182,6 +183,7 @@ export class Limiter<Req = unknown> extends EventEmitter {
    * `storeError` event, as for `refund`.
    */
   settle(decision: Decision, actualCost: number): Promise<void> {
+    if (this.config.lease !== undefined) return Promise.reject(notLeased('settle'))
     if (typeof this.config.store.settle !== 'function') {
       return Promise.reject(
         new TollgateError(
@@ -290,4 +292,17 @@ export interface ConsumeOptions extends ScopeOptions {
 export interface PeekOptions extends ScopeOptions {
   /** Needed only when the limiter's `max` is a function. */
   max?: number
+}
+
+/**
+ * A refund or a settle on a limiter with `lease`: the units were granted from a count other processes
+ * lease from, and moving it would change what their slices stand for. Refused, as the options that
+ * refund or settle after the response (skip*Requests, actualCost) are refused with `lease` at construction.
+ */
+function notLeased(call: 'refund' | 'settle'): TollgateError {
+  return new TollgateError(
+    `limiter.${call}: not with the "lease" option: a leased decision's units were granted from a count other processes lease from, ` +
+      `and a ${call} would move it; leave out "lease" to ${call} decisions`,
+    'TG_INVALID_OPTION',
+  )
 }
