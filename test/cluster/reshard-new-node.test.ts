@@ -1,7 +1,8 @@
 import { join } from 'node:path'
 import type { Decision } from '@tollgate/core'
 import { Cluster, type ClusterOptions } from 'ioredis'
-import { quitClient } from '../harness/redis'
+import type { RedisClusterType } from 'redis'
+import { closeNodeRedis, newNodeRedisCluster, quitClient } from '../harness/redis'
 import { type RedisCluster, startRedisCluster } from '../harness/redis-cluster'
 import { getFreePort, REDIS_HOST, type RedisServer, startRedisServer } from '../harness/redis-server'
 import { sleep } from '../support/time'
@@ -32,6 +33,7 @@ let cluster: RedisCluster
 let masterPorts: number[]
 const added: RedisServer[] = []
 const clients: Cluster[] = []
+const nodeRedisClients: RedisClusterType[] = []
 
 beforeAll(async () => {
   cluster = await startRedisCluster({ masters: 3 })
@@ -40,6 +42,7 @@ beforeAll(async () => {
 
 afterAll(async () => {
   for (const c of clients) await quitClient(c)
+  for (const c of nodeRedisClients) closeNodeRedis(c)
   await Promise.all(added.map((s) => s.stop()))
   await cluster?.stop()
 })
@@ -134,6 +137,36 @@ describe('a slot migrating to a node the client has not connected to', () => {
     expect(await held(newPort, storeKey, slot, from.port)).toEqual({ target: '4', leftOnSource: 0 })
     // Over the client's own connection to the new node, which the client closes when it quits.
     expect(client.nodes('master').some((n) => n.options.port === newPort)).toBe(true)
+  })
+})
+
+describe('a slot migrating to a node a node-redis cluster has not connected to', () => {
+  it('keeps deciding from the store, ASKING and the transaction on the new node, counting in its key', async () => {
+    const client = await newNodeRedisCluster(cluster.startupNodes)
+    nodeRedisClients.push(client)
+    const newPort = await addNode()
+    const { slot, keys } = clientsInOneSlot('reshard-ask-node-redis', 1)
+    const clientKey = keys[0]!
+    const windowMs = 60_000
+    const { limiter, clock, errors, prefix } = clusterLimiter(client, { max: MAX, window: windowMs }, '2s')
+    clock.now = Math.floor(Date.now() / windowMs) * windowMs + 1000
+    const consume = () => limiter.consume(clientKey) as Promise<Decision>
+    expect(await consume()).toMatchObject({ source: 'store', count: 1 })
+    const storeKey = `${prefix}{${clientKey}}:${Math.floor(clock.now / windowMs)}`
+
+    const from = await ownerOf(masterPorts[0]!, slot)
+    await startMigration(slot, from.port, newPort, [storeKey])
+    expect(await held(newPort, storeKey, slot, from.port)).toEqual({ target: '1', leftOnSource: 0 })
+
+    const decisions: Decision[] = []
+    for (let n = 0; n < 3; n++) decisions.push(await consume())
+    expect(errors).toEqual([])
+    expect(decisions.map((d) => [d.source, d.count])).toEqual([
+      ['store', 2],
+      ['store', 3],
+      ['store', 4],
+    ])
+    expect(await held(newPort, storeKey, slot, from.port)).toEqual({ target: '4', leftOnSource: 0 })
   })
 })
 

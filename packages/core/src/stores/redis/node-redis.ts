@@ -143,6 +143,8 @@ class Transaction implements RedisTransactionLike {
     return Promise.resolve()
       .then(() => (this.client as NodeRedisClusterLike).nodeClient(node as never))
       .then((client) => {
+        // A client made for a node the cluster does not list must not keep the process alive.
+        if (strangerNodes.has(node)) (client as { unref?(): void }).unref?.()
         // Queued back to back on the node's connection, with nothing between them: ASKING, then the
         // MULTI, whose queued commands and EXEC Redis serves under ASKING's flag (redirects.ts).
         // ASKING's own reply needs no look: without the flag, the transaction is refused and fails.
@@ -211,11 +213,46 @@ export class NodeRedisAdapter implements WatchedClient {
     return new Transaction(this.client, this)
   }
 
-  /** A transaction for the Cluster master at `address` ("host:port", as an ASK names it), ASKING first (redirects.ts). */
+  /**
+   * A transaction for the Cluster master at `address` ("host:port", as an ASK names it), ASKING first
+   * (redirects.ts). A node the cluster has no client for (one just added, importing its first slot: its
+   * slot map lists only nodes that own slots) gets one made by the cluster's own `nodeClient`, with the
+   * cluster's settings; it is kept for that address while it is used and closed once idle (ASK_IDLE_MS),
+   * and never keeps the process alive: the cluster's own client takes over once the node owns the slot.
+   */
   askingTransaction(address: string): RedisTransactionLike | undefined {
     if (!this.isCluster) return undefined
     const master = (this.client as NodeRedisClusterLike).masters.find((m) => `${m.host}:${m.port}` === address)
-    return master === undefined ? undefined : new Transaction(this.client, this, master)
+    if (master !== undefined) return new Transaction(this.client, this, master)
+    const colon = address.lastIndexOf(':')
+    const port = Number(address.slice(colon + 1))
+    if (colon <= 0 || !Number.isInteger(port)) return undefined
+    return new Transaction(this.client, this, this.stranger(address.slice(0, colon), port))
+  }
+
+  /** Nodes the cluster does not list, by address: the node object its nodeClient fills in, and when it was last used. */
+  private readonly strangers = new Map<string, { node: StrangerNode; timer: ReturnType<typeof setTimeout> | undefined }>()
+
+  private stranger(host: string, port: number): StrangerNode {
+    const address = `${host}:${port}`
+    let known = this.strangers.get(address)
+    if (known === undefined) {
+      known = { node: { host, port, address, readonly: false }, timer: undefined }
+      strangerNodes.add(known.node)
+      this.strangers.set(address, known)
+    }
+    const entry = known
+    if (entry.timer !== undefined) clearTimeout(entry.timer)
+    entry.timer = setTimeout(() => {
+      this.strangers.delete(address)
+      const client = entry.node.client
+      entry.node.client = undefined
+      try {
+        ;(client?.destroy ?? client?.disconnect)?.call(client)
+      } catch {}
+    }, ASK_IDLE_MS)
+    entry.timer.unref?.()
+    return entry.node
   }
 
   del(...keys: string[]): Promise<number> {
@@ -330,6 +367,24 @@ export class NodeRedisAdapter implements WatchedClient {
       .then(() => done(), done)
   }
 }
+
+/**
+ * A node the cluster does not list, as node-redis's `nodeClient` takes one: it makes the node's client
+ * with the cluster's settings and keeps it in `client`.
+ */
+interface StrangerNode {
+  readonly host: string
+  readonly port: number
+  readonly address: string
+  readonly readonly: false
+  client?: { destroy?(): void; disconnect?(): unknown; unref?(): void }
+}
+
+/** The StrangerNodes made (askingTransaction), told apart from the cluster's own nodes. */
+const strangerNodes = new WeakSet<object>()
+
+/** How long a client for a node the cluster does not list is kept after its last ASK. */
+const ASK_IDLE_MS = 10_000
 
 /** How long after a reset of a connection another is not sent: one desync fails many calls, one QUIT resets it. */
 const RESET_PAUSE_MS = 1000
