@@ -4,7 +4,16 @@ module.exports = {
   roots: ['<rootDir>/test', '<rootDir>/packages'],
   testMatch: ['**/*.test.ts'],
   // The external suite's scratch projects run their own tests, against the packed packages (test/external/run.mjs).
-  testPathIgnorePatterns: ['/node_modules/', '<rootDir>/test/external/projects/'],
+  // TOLLGATE_SKIP_UNIT=1: the unit tier ran already (.ci/run runs it first, alone): its files are left out here.
+  testPathIgnorePatterns: [
+    '/node_modules/',
+    '<rootDir>/test/external/projects/',
+    ...(process.env.TOLLGATE_SKIP_UNIT === '1'
+      ? require('./scripts/unit-tests.cjs')
+          .unitTestFiles(__dirname)
+          .map((file) => `<rootDir>/${file.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}$`)
+      : []),
+  ],
   // NestJS 12 ships ES modules only: its files go through test/harness/esm-package-transform.cjs.
   transformIgnorePatterns: ['/node_modules/(?!@nestjs/)'],
   transform: {
