@@ -62,7 +62,9 @@ function worker(env: Record<string, string>): Promise<Report> {
 
 /** Starts the workers at the next window edge plus a little; resolves with each one's report and the start's window. */
 async function flood(prefix: string, rate: number, windows: number, during?: (startAt: number) => Promise<void>) {
-  const startAt = (Math.floor(Date.now() / WINDOW_MS) + 1) * WINDOW_MS + 50
+  // At least a whole window ahead: the workers (a Node process and a connection each) must be flooding when
+  // the first window opens, or that window sees only the end of the flood (a late start, not a lower rate).
+  const startAt = (Math.floor(Date.now() / WINDOW_MS) + 2) * WINDOW_MS + 50
   const env = {
     REDIS_URL: server.url,
     PREFIX: prefix,
