@@ -1,5 +1,6 @@
 import { MemoryStore, RedisStore, type RedisStoreOptions, TollgateError } from '@tollgate/core'
 import { Cluster, Redis } from 'ioredis'
+import { createClient as createClient6, createCluster as createCluster6 } from 'redis6'
 
 // Store options are checked when the store is built, with the same error shape as the limiter's:
 // the option, the bad value and what was expected, plus a stable code.
@@ -196,6 +197,16 @@ describe('RedisStore options', () => {
     expect(store.timeoutMs).toBe(timeoutMs)
     // Building the store sent nothing: the lazy client never tried to connect.
     expect(client.status).toBe('wait')
+  })
+
+  it('refuses a node-redis 6 client with keyPrefix, naming client and keyPrefix', () => {
+    const prefixed = createClient6({ keyPrefix: 'app:' })
+    const cluster = createCluster6({ rootNodes: [{ url: 'redis://127.0.0.1:1' }], keyPrefix: 'app:' } as never)
+    for (const client of [prefixed, cluster]) {
+      const error = thrown(() => new RedisStore({ client: client as never }))
+      expect(error?.code).toBe('TG_INVALID_OPTION')
+      expect(error?.message).toMatch(/Invalid option "client": expected a node-redis client without keyPrefix .*prefix: "app:"/)
+    }
   })
 
   it.each(['direct', 'own-connection'] as const)('refuses transport "%s" with a Cluster client, naming both', (transport) => {

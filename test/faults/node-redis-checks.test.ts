@@ -2,6 +2,7 @@ import { createHash } from 'node:crypto'
 import { type AlgorithmName, Limiter, RedisStore } from '@tollgate/core'
 import { Redis } from 'ioredis'
 import { createClient, type RedisClientType } from 'redis'
+import { createClient as createClient6 } from 'redis6'
 import { ALGORITHMS as ALL } from '../../packages/core/src/algorithms'
 import { closeNodeRedis, newNodeRedisClient, quitClient, testPrefix } from '../harness/redis'
 import { type RedisServer, startRedisServer } from '../harness/redis-server'
@@ -115,13 +116,25 @@ it('warns once, at the first refusal, about a command the Redis user may not run
   expect(errors.join('\n')).toMatch(/NOPERM.*(cannot run PEXPIRE|'pexpire' command)/)
 })
 
-it('warns about an evicting maxmemory-policy', async () => {
+it.each([
+  ['node-redis 5', (url: string) => nodeRedis(url)],
+  [
+    'node-redis 6, whose replies are RESP3 (CONFIG GET a map)',
+    async (url: string) => {
+      const client = createClient6({ url, socket: { connectTimeout: 2000 } })
+      client.on('error', () => {})
+      await client.connect()
+      clients.push(client as unknown as RedisClientType)
+      return client as unknown as RedisClientType
+    },
+  ],
+] as const)('warns about an evicting maxmemory-policy through %s', async (_name, connect) => {
   const fresh = await startRedisServer()
   const config = new Redis(fresh.url, { disconnectTimeout: 0 })
   try {
     await config.config('SET', 'maxmemory', '100mb')
     await config.config('SET', 'maxmemory-policy', 'allkeys-lru')
-    new RedisStore({ client: await nodeRedis(fresh.url) })
+    new RedisStore({ client: await connect(fresh.url) })
     expect(await eventually(() => warnings.mock.calls.length > 0)).toBe(true)
     expect(warnings.mock.calls.map((call) => (call[1] as { code?: string }).code)).toEqual(['TG_REDIS_EVICTION'])
   } finally {

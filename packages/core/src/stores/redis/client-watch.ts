@@ -206,8 +206,8 @@ class ClientWatch implements FailureCauses {
     let policy: string
     let maxmemory: number
     try {
-      policy = String(((await node.call!('CONFIG', 'GET', 'maxmemory-policy')) as unknown[])[1])
-      maxmemory = Number(((await node.call!('CONFIG', 'GET', 'maxmemory')) as unknown[])[1])
+      policy = String(configValue(await node.call!('CONFIG', 'GET', 'maxmemory-policy'), 'maxmemory-policy'))
+      maxmemory = Number(configValue(await node.call!('CONFIG', 'GET', 'maxmemory'), 'maxmemory'))
     } catch {
       return // CONFIG is often refused (managed Redis, ACL): nothing to say then
     }
@@ -236,4 +236,18 @@ export function watchClient(client: WatchedClient): FailureCauses {
     watches.set(client, watch)
   }
   return watch
+}
+
+/**
+ * A parameter's value in a CONFIG GET reply, as the client hands it over: a flat [name, value] array
+ * (RESP2, ioredis's replies), or a map (RESP3, node-redis 6's default) as an object or a Map.
+ */
+function configValue(reply: unknown, name: string): unknown {
+  if (Array.isArray(reply)) {
+    const at = reply.indexOf(name)
+    return at === -1 ? undefined : reply[at + 1]
+  }
+  if (reply instanceof Map) return reply.get(name)
+  if (reply !== null && typeof reply === 'object') return (reply as Record<string, unknown>)[name]
+  return undefined
 }

@@ -346,6 +346,18 @@ function describeClient(client: RedisClientLike): string {
   return 'an ioredis client with sentinels or a custom connector, or a client other than ioredis'
 }
 
+/** node-redis 6's `keyPrefix` (a client's, a cluster's own or its defaults'), when one is set. */
+function nodeRedisKeyPrefix(client: object): string | undefined {
+  type Options = { keyPrefix?: unknown; defaults?: { keyPrefix?: unknown } } | undefined
+  const c = client as { options?: Options; _options?: Options }
+  for (const options of [c.options, c._options]) {
+    for (const prefix of [options?.keyPrefix, options?.defaults?.keyPrefix]) {
+      if (typeof prefix === 'string' && prefix.length > 0) return prefix
+    }
+  }
+  return undefined
+}
+
 const SUPPORTED_CLIENTS =
   'an ioredis Redis or Cluster, or a node-redis client or cluster (createClient() or createCluster() of the "redis" package)'
 
@@ -363,6 +375,15 @@ function checkClient(client: unknown): [RedisClientLike, (storeKey: string) => s
     return [ioredis, (key) => (ioredis.isCluster === true ? clusterNodeOf(ioredis.slots, key) : '')]
   }
   if (isNodeRedis(client)) {
+    const prefix = nodeRedisKeyPrefix(client)
+    if (prefix !== undefined) {
+      throw invalidOption(
+        'client',
+        `a node-redis client without keyPrefix (it prefixes the transactions' commands but not the scripts' keys, so the ` +
+          `counts would split over two keyspaces; give the limiter prefix: ${JSON.stringify(prefix)} instead)`,
+        client,
+      )
+    }
     const adapter = nodeRedisAdapter(client)
     return [adapter, (key) => adapter.nodeOf(key)]
   }
