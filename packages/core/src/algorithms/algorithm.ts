@@ -1,4 +1,5 @@
-import type { AlgorithmName, LimitSpec, StoreCall } from '../types'
+import type { AlgorithmName, Decision, DecisionSource, LeaseGrant, LeaseRequest, LimitSpec, StoreCall } from '../types'
+import type { Slice } from './lease-slice'
 import type { MemoryTwin, Verdict } from './protocol'
 import type { Windows } from './windows'
 
@@ -20,6 +21,16 @@ export interface Algorithm {
    * releases each admitted request when its response ends, and the window is a unit's longest hold.
    */
   readonly releases?: boolean
+  /**
+   * A single limit of it is counted by the store's `increment` when the store has one (Store.increment:
+   * INCRBY and PEXPIRE in a transaction, the store's numbers being the count it returns).
+   */
+  readonly increments?: boolean
+  /**
+   * It can lease quota (the `lease` option): what its units and decisions are under a lease. Its store
+   * scripts are in leases.ts, named by the algorithm's name.
+   */
+  readonly lease?: LeaseModel
   /** Appends limit `i`'s store keys, in the order its scripts take them. */
   keys(call: StoreCall, i: number, out: string[]): void
   /**
@@ -51,4 +62,50 @@ export interface Algorithm {
   verdict(out: Verdict, limit: LimitSpec, a: number, b: number, cost: number, now: number, admitted: boolean): void
   /** Appends the two numbers that make `verdict` report a full (allow) or an exhausted (deny) quota. */
   unavailable(limit: LimitSpec, now: number, allow: boolean, values: number[]): void
+}
+
+/**
+ * What leasing (the `lease` option, limiter/fast-path/leases.ts) needs to know of an algorithm: how its
+ * units lapse, what a grant means for a slice, and its decisions from a slice, made by the algorithm's
+ * own verdict (decision.ts) so a leased decision reads as the store's would. An algorithm that leases
+ * declares one (Algorithm.lease); the lease path itself never asks which algorithm it runs.
+ */
+export interface LeaseModel {
+  /**
+   * Units the fallback admits while the store is away are counted off the book and added to the store's
+   * count at the next grant, the fallback's count starting from the share this process may take (the
+   * fixed window, whose count is per window). Without, the fallback decides alone.
+   */
+  readonly offBook: boolean
+  /** Moves the slice to the window containing `now`, if its units belong to a window (its last window's lapse). */
+  turn(s: Slice, now: number, limit: LimitSpec): void
+  /** A request stamped `now` waited for a grant until `later`: whether it is decided again, at `later`. */
+  outlived(s: Slice, now: number, later: number, windowMs: number): boolean
+  /** Sets aside units that stand for time already past, to give back at the next grant. */
+  lapse(s: Slice, now: number): void
+  /** Whether the next window's slice is asked for now (rather than one of this window, which would lapse). */
+  asksAhead(s: Slice, windowMs: number, now: number): boolean
+  /** Before a grant is asked for: forgets what was held under a marker that may have expired. */
+  beforeGrant(s: Slice, now: number): void
+  /** The units this process's slice adds to (or takes back from) the store's count at the next grant. */
+  adjust(s: Slice): number
+  /** Once a grant carried `adjust`: those units are in the store's count now. */
+  adjusted(s: Slice, adjust: number): void
+  /** Whether a grant applies to the slice (a late grant for a window the slice has left lapses). */
+  accepts(s: Slice, request: LeaseRequest, grant: LeaseGrant, windowMs: number): boolean
+  /** After a grant was taken in: when its units lapse, when the process stops being a lessee. */
+  took(s: Slice, grant: LeaseGrant, limit: LimitSpec, now: number): void
+  /** Until when nothing is granted: after the store lost the key (`grant` undefined), or an empty grant. */
+  emptyUntil(s: Slice, now: number, windowMs: number, grant?: LeaseGrant): number
+  /** Whether this process still holds a lease on the key at `now` (it has units to give back). */
+  lessee(s: Slice, now: number, windowMs: number): boolean
+  /** Units to give back when the lease ends. */
+  unspent(s: Slice): number
+  /**
+   * The decision of a request admitted from the slice, `remaining` units left in this process's view,
+   * by the algorithm's own verdict (`algorithm` is the one that declares this model).
+   */
+  admitted(algorithm: Algorithm, limit: LimitSpec, remaining: number, cost: number, now: number, key: string): Decision
+  /** The decision of a request the slice cannot admit, `waitMs` until a unit is known to fit. */
+  refused(algorithm: Algorithm, limit: LimitSpec, cost: number, now: number, key: string, source: DecisionSource, waitMs: number): Decision
 }

@@ -1,6 +1,7 @@
 import { stem, windowIndex } from '../keys'
 import type { LimitSpec, StoreCall } from '../types'
 import type { Algorithm } from './algorithm'
+import { fixedWindowLease } from './fixed-window-lease'
 import { batchScript, LUA_REPLAYED, luaHashWrites, type MemoryTwin, TTL_MARGIN_MS, type Verdict } from './protocol'
 import {
   counterRefundScript,
@@ -171,6 +172,8 @@ export const fixedWindow: Algorithm = {
   name: 'fixed-window',
   burst: false,
   refundsByCallId: false,
+  increments: true,
+  lease: fixedWindowLease,
   keys(call: StoreCall, i: number, out: string[]) {
     out.push(`${stem(call, i)}:${windowIndex(call.now, call.limits[i]!.windowMs)}`)
   },

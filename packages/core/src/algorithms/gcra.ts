@@ -1,6 +1,7 @@
 import { stem } from '../keys'
 import type { LimitSpec, StoreCall } from '../types'
 import type { Algorithm } from './algorithm'
+import { gcraLease } from './gcra-lease'
 import {
   batchScript,
   LUA_REFUND_HEAD,
@@ -287,6 +288,7 @@ function verdict(out: Verdict, limit: LimitSpec, a: number, _b: number, cost: nu
 
 export const gcra: Algorithm = {
   name: 'gcra',
+  lease: gcraLease,
   fromScript(call, values) {
     // The script's distances from now, in units of 1/max ms (GCRA_SCRIPT), back to TATs in ms.
     for (let i = 0; i < call.limits.length; i++) {

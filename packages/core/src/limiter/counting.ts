@@ -59,7 +59,7 @@ export class Counting<Req> {
     private readonly telemetry: Telemetry,
     private readonly emit: (event: string, value?: unknown) => void,
   ) {
-    this.fast = algorithm === fixedWindow && config.limits === undefined && typeof config.store.increment === 'function'
+    this.fast = algorithm.increments === true && config.limits === undefined && typeof config.store.increment === 'function'
     this.remote = !config.store.local
     this.refunds = config.skipFailedRequests || config.skipSuccessfulRequests
     // A decision over per-limit keys does not name them all: its call cannot be rebuilt from it.
@@ -83,7 +83,7 @@ export class Counting<Req> {
             resilience,
             config.windowMs,
             config.onStoreError,
-            algorithm.name === 'gcra' ? 'gcra' : 'fixed-window',
+            algorithm as Algorithm & { lease: NonNullable<Algorithm['lease']> },
             config.clock,
             (clientKey, limit, cost, now) => this.failed(undefined, clientKey, limit, cost, now),
             (decision) => this.finish(decision),

@@ -1,3 +1,4 @@
+import { ALGORITHM_NAMES, ALGORITHMS } from '../algorithms'
 import { invalidOption, TollgateError } from '../errors'
 import type { AlgorithmName, Store } from '../types'
 import { isPlainObject } from './checks'
@@ -37,8 +38,9 @@ export function parseLease(o: Record<string, unknown>, algorithm: AlgorithmName,
       maxShare = share
     }
   } else if (value !== true) throw invalidOption('lease', 'true, false or { maxShare }', value)
-  if (algorithm !== 'fixed-window' && algorithm !== 'gcra') {
-    throw invalidOption('lease', `no lease with algorithm "${algorithm}" (only "fixed-window" and "gcra" lease quota)`, value)
+  if (ALGORITHMS[algorithm].lease === undefined) {
+    const leasing = ALGORITHM_NAMES.filter((name) => ALGORITHMS[name].lease !== undefined).map((name) => `"${name}"`)
+    throw invalidOption('lease', `no lease with algorithm "${algorithm}" (only ${leasing.join(' and ')} lease quota)`, value)
   }
   const refuse = (name: string, why: string) => {
     throw new TollgateError(`Invalid option "lease": not with ${name}: ${why}`, 'TG_INVALID_OPTION')

@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto'
-import { decide } from '../../algorithms/decision'
-import { fixedWindow } from '../../algorithms/fixed-window'
+import type { Algorithm, LeaseModel } from '../../algorithms/algorithm'
+import { isEmpty, newSlice, prefetchAt, REFUSAL_TRUST_MS, type Slice } from '../../algorithms/lease-slice'
 import { unitsToAsk } from '../../algorithms/leases'
 import { windowIndex } from '../../keys'
 import type { LeaseConfig } from '../../options/lease-option'
@@ -8,8 +8,6 @@ import type { Decision, DecisionSource, LeaseRequest, LimitSpec, MaybePromise, S
 import type { CallParts } from '../call-parts'
 import type { Resilience } from '../resilience'
 import type { Telemetry } from '../telemetry'
-import { aheadOf, gcraDecision, isEmpty, newSlice, prefetchAt, type Slice, turn } from './lease-slice'
-import { REFUSAL_TRUST_MS } from './over-limit'
 
 /** Keys a limiter keeps a slice for; past it, every slice is given back and the map starts over. */
 const MAX_SLICES = 32_768
@@ -40,7 +38,7 @@ export class Leases {
   private readonly owner = randomBytes(6).toString('hex')
   private timer: ReturnType<typeof setInterval> | undefined
   private readonly idleMs: number
-  private readonly gcra: boolean
+  private readonly model: LeaseModel
 
   constructor(
     private readonly lease: LeaseConfig,
@@ -51,14 +49,15 @@ export class Leases {
     private readonly resilience: Resilience,
     private readonly windowMs: number,
     private readonly policy: StoreErrorPolicy,
-    algorithm: 'fixed-window' | 'gcra',
+    /** The limiter's algorithm, which leases (its `lease`, the model of its units and decisions under a lease). */
+    private readonly algorithm: Algorithm & { readonly lease: LeaseModel },
     private readonly clock: () => number,
     /** The limiter's decision when the store cannot be asked (counting.ts, failed): the fallback, allow or deny. */
     private readonly failed: (clientKey: string, limit: LimitSpec, cost: number, now: number) => Decision,
     /** Reports a refusal (the `limited` event, shadow mode): counting.ts, finish. */
     private readonly finish: (decision: Decision) => Decision,
   ) {
-    this.gcra = algorithm === 'gcra'
+    this.model = algorithm.lease
     this.idleMs = Math.max(50, Math.min(windowMs / 4, 1000))
   }
 
@@ -87,9 +86,8 @@ export class Leases {
     // The decision keeps its time: a grant is for the window the request arrived in. Once the window
     // is over (the clock, or another request, moved the slice on), the request is decided again, now,
     // in the new window: the units of one window never admit a request stamped with another.
-    if (!this.gcra && (windowIndex(now, limit.windowMs) !== s.w || windowIndex(this.clock(), limit.windowMs) !== s.w)) {
-      return this.count(s.clientKey, limit, cost, this.clock())
-    }
+    const later = this.clock()
+    if (this.model.outlived(s, now, later, limit.windowMs)) return this.count(s.clientKey, limit, cost, later)
     const held = this.fromSlice(s, limit, cost, now)
     if (held !== undefined) return held
     if (!ok) return this.fallBack(s, limit, cost, now)
@@ -99,28 +97,21 @@ export class Leases {
 
   /** The request decided from the slice, or undefined when it holds too little. Asks for the next slice early. */
   private fromSlice(s: Slice, limit: LimitSpec, cost: number, now: number): Decision | undefined {
-    if (this.gcra && s.left > 0 && now >= s.lapseAt) {
-      s.back += s.left
-      s.left = 0
-    }
+    this.model.lapse(s, now)
     if (s.left < cost) return undefined
     s.left -= cost
     if (s.inflight === undefined && !(this.resilience.degraded && this.resilience.isOpen(s.stem, now))) {
       // Near the window's end the next window's slice is asked for instead: a slice of this one would lapse.
-      if (!this.gcra && s.ahead === undefined && s.rate > 0 && (s.w + 1) * limit.windowMs - now <= aheadOf(s, limit.windowMs)) {
-        void this.grant(s, limit, 0, now, true)
-      } else if (s.left <= prefetchAt(s) && !isEmpty(s, now) && now >= s.spentUntil) void this.grant(s, limit, 0, now)
+      if (this.model.asksAhead(s, limit.windowMs, now)) void this.grant(s, limit, 0, now, true)
+      else if (s.left <= prefetchAt(s) && !isEmpty(s, now) && now >= s.spentUntil) void this.grant(s, limit, 0, now)
     }
-    const remaining = s.left + s.remote
-    if (this.gcra) return gcraDecision(limit, remaining, cost, now, s.clientKey, true, 0, 'store')
-    const count = Math.max(cost, limit.max - remaining)
-    return decide(fixedWindow, limit, count - cost, count, true, cost, now, s.clientKey, 'store')
+    return this.model.admitted(this.algorithm, limit, s.left + s.remote, cost, now, s.clientKey)
   }
 
   private refuse(s: Slice, limit: LimitSpec, cost: number, now: number, source: DecisionSource): Decision {
-    if (this.gcra)
-      return this.finish(gcraDecision(limit, 0, cost, now, s.clientKey, false, Math.max(s.emptyUntil, s.spentUntil) - now, source))
-    return this.finish(decide(fixedWindow, limit, limit.max, limit.max + cost, false, cost, now, s.clientKey, source))
+    return this.finish(
+      this.model.refused(this.algorithm, limit, cost, now, s.clientKey, source, Math.max(s.emptyUntil, s.spentUntil) - now),
+    )
   }
 
   /**
@@ -129,7 +120,7 @@ export class Leases {
    * max − max / lessees. Units it admits go to Redis's count at the next grant.
    */
   private fallBack(s: Slice, limit: LimitSpec, cost: number, now: number): Decision {
-    if (this.policy === 'fallback' && !this.gcra) {
+    if (this.policy === 'fallback' && this.model.offBook) {
       const w = windowIndex(now, limit.windowMs)
       if (s.seeded !== w) {
         s.seeded = w
@@ -138,7 +129,7 @@ export class Leases {
       }
     }
     const decision = this.failed(s.clientKey, limit, cost, now)
-    if (decision.allowed && decision.source === 'fallback' && !this.gcra) s.offBook += cost
+    if (decision.allowed && decision.source === 'fallback' && this.model.offBook) s.offBook += cost
     return decision
   }
 
@@ -159,9 +150,9 @@ export class Leases {
       s.recent = 0
       s.mark = now
     }
-    if (this.gcra && now >= s.markerUntil) s.granted = 0
+    this.model.beforeGrant(s, now)
     const request: LeaseRequest = {
-      algorithm: this.gcra ? 'gcra' : 'fixed-window',
+      algorithm: this.algorithm.name as LeaseRequest['algorithm'],
       stem: s.stem,
       limit,
       // The next window's keys are named by its start; the process holds nothing under them yet.
@@ -169,7 +160,7 @@ export class Leases {
       asked: next ? unitsToAsk(s.rate, limit.windowMs, 1) : unitsToAsk(s.rate, limit.windowMs, Math.max(need, s.waiting) - s.left),
       maxShare: this.lease.maxShare,
       held: next ? 0 : s.granted,
-      adjust: next ? 0 : this.gcra ? s.back : s.offBook,
+      adjust: next ? 0 : this.model.adjust(s),
       owner: this.owner,
     }
     let ok = true
@@ -178,30 +169,22 @@ export class Leases {
         if (this.resilience.degraded) this.resilience.answered(s.stem)
         const rtt = Math.max(0, this.clock() - now)
         s.rtt = s.rtt === 0 ? rtt : (s.rtt + rtt) / 2
-        if (!this.gcra) {
-          const w = windowIndex(request.now, limit.windowMs)
-          if (w === s.w + 1) s.ahead = { w, granted: g.granted, remote: g.left, lessees: g.lessees }
-          if (w !== s.w) return // a late grant of an older window lapses
-        }
-        if (this.gcra) s.back -= request.adjust
-        else s.offBook -= request.adjust
+        if (!this.model.accepts(s, request, g, limit.windowMs)) return
+        this.model.adjusted(s, request.adjust)
         s.lessees = g.lessees
         s.remote = g.left
         if (g.restarted) {
           s.left = 0
           s.granted = 0
-          s.spentUntil = this.gcra ? now + limit.windowMs : (s.w + 1) * limit.windowMs
+          s.spentUntil = this.model.emptyUntil(s, now, limit.windowMs)
           return
         }
         s.left += g.granted
         s.granted += g.granted
         s.size = g.granted
-        if (this.gcra) {
-          s.markerUntil = now + limit.windowMs
-          s.lapseAt = now + Math.max(1, Math.ceil((g.granted * limit.windowMs) / limit.max))
-        }
+        this.model.took(s, g, limit, now)
         if (g.granted === 0) {
-          s.emptyUntil = this.gcra ? now + Math.max(1, g.waitMs) : (s.w + 1) * limit.windowMs
+          s.emptyUntil = this.model.emptyUntil(s, now, limit.windowMs, g)
           s.emptyAskAt = now + REFUSAL_TRUST_MS
         }
       },
@@ -225,7 +208,7 @@ export class Leases {
       s = newSlice(clientKey, this.parts.storeKey(clientKey), limit, now)
       this.slices.set(clientKey, s)
       this.arm()
-    } else if (!this.gcra) turn(s, windowIndex(now, limit.windowMs), limit.max)
+    } else this.model.turn(s, now, limit)
     return s
   }
 
@@ -253,15 +236,14 @@ export class Leases {
 
   /** Ends the slice's lease in Redis, giving back its unspent units (none of an older window: they lapsed with it). */
   private giveBack(s: Slice, now: number): Promise<void> {
-    if (!this.gcra) turn(s, windowIndex(now, this.windowMs), s.limit.max)
-    const lessee = this.gcra ? now < s.markerUntil : s.granted > 0 && windowIndex(now, this.windowMs) === s.w
-    if (!lessee) return Promise.resolve()
-    const unspent = s.left + (this.gcra ? s.back : 0)
+    this.model.turn(s, now, s.limit)
+    if (!this.model.lessee(s, now, this.windowMs)) return Promise.resolve()
+    const unspent = this.model.unspent(s)
     const limit = s.limit
     s.left = 0
     s.granted = 0
     const request: LeaseRequest = {
-      algorithm: this.gcra ? 'gcra' : 'fixed-window',
+      algorithm: this.algorithm.name as LeaseRequest['algorithm'],
       stem: s.stem,
       limit,
       now,

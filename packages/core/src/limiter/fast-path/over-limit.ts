@@ -1,11 +1,4 @@
-/**
- * How long a process trusts a refusal it keeps (the over-limit cache, a lease's empty slice) before it
- * asks the store again. Within one window a count only grows, except that `reset` (or a refund) in
- * another process takes it back, which this process cannot hear of: asking again at most this often
- * is how such a reset reaches it, within a second as documented. A client refused for a whole window
- * costs the store one call per second instead of none, and nothing per request.
- */
-export const REFUSAL_TRUST_MS = 1000
+import { REFUSAL_TRUST_MS } from '../../algorithms/lease-slice'
 
 /**
  * The over-limit cache of the fast path on a remote store: clients already over the limit in the

@@ -1,9 +1,17 @@
-import { windowIndex } from '../../keys'
-import type { Decision, DecisionSource, LimitSpec } from '../../types'
-import { REFUSAL_TRUST_MS } from './over-limit'
+import { windowIndex } from '../keys'
+import type { LimitSpec } from '../types'
 
-// One key's slice of the `lease` option (leases.ts): its state, when its next grant is asked for, and
+// One key's slice of the `lease` option (limiter/fast-path/leases.ts): its state, when its next grant is asked for, and
 // the decisions made from it.
+
+/**
+ * How long a process trusts a refusal it keeps (the over-limit cache, a lease's empty slice) before it
+ * asks the store again. Within one window a count only grows, except that `reset` (or a refund) in
+ * another process takes it back, which this process cannot hear of: asking again at most this often
+ * is how such a reset reaches it, within a second as documented. A client refused for a whole window
+ * costs the store one call per second instead of none, and nothing per request.
+ */
+export const REFUSAL_TRUST_MS = 1000
 
 /**
  * The next slice is asked for once this fraction of the current one is left, or once what is left lasts
@@ -132,32 +140,4 @@ export function prefetchAt(s: Slice): number {
  */
 export function aheadOf(s: Slice, windowMs: number): number {
   return Math.min(windowMs / 4, Math.max(20, s.rtt * LEAD_ROUND_TRIPS))
-}
-
-/** A GCRA decision from a lease: `remaining` units in this process's view, `waitMs` until one fits when refused. */
-export function gcraDecision(
-  limit: LimitSpec,
-  remaining: number,
-  cost: number,
-  now: number,
-  key: string,
-  allowed: boolean,
-  waitMs: number,
-  source: DecisionSource,
-): Decision {
-  const perUnit = limit.max > 0 ? limit.windowMs / limit.max : limit.windowMs
-  const retryAfterMs = allowed ? 0 : Math.max(1, Math.ceil(waitMs))
-  return {
-    allowed,
-    limit: limit.max,
-    remaining: allowed ? Math.min(limit.burst, remaining) : 0,
-    count: allowed ? Math.max(0, limit.burst - remaining) : limit.burst,
-    resetAt: now + Math.ceil((allowed ? Math.max(0, limit.burst - remaining) : limit.burst) * perUnit) + retryAfterMs,
-    retryAfterMs,
-    at: now,
-    key,
-    policy: limit.policy,
-    source,
-    cost,
-  }
 }
