@@ -98,3 +98,21 @@ function combine(n: number, key: string, keys: readonly string[] | undefined, at
   const all = Array.from({ length: n }, (_, i) => at(i, keys[i]!))
   return { ...decisive(all), key, limits: all }
 }
+
+/** The decision for a client on the deny list: refused with no wait to suggest, counted nowhere. */
+export function deniedDecision(limit: LimitSpec, key: string, now: number): Decision {
+  return {
+    allowed: false,
+    denied: true,
+    limit: limit.max,
+    remaining: 0,
+    count: 0,
+    resetAt: now,
+    retryAfterMs: 0,
+    at: now,
+    key,
+    policy: limit.policy,
+    source: 'denyList',
+    cost: 0,
+  }
+}

@@ -167,7 +167,7 @@ export class Limiter<Req = unknown> extends EventEmitter {
   /** Undoes an admitted decision, within its own window only and never below zero (under "concurrency", frees its slot as `release` does). */
   refund(decision: Decision): Promise<void> {
     if (this.config.lease !== undefined) return Promise.reject(notLeased('refund'))
-    return this.counting.refund(decision)
+    return this.counting.corrections.refund(decision)
   }
 
   /**
@@ -200,7 +200,7 @@ export class Limiter<Req = unknown> extends EventEmitter {
         ),
       )
     }
-    return this.counting.settle(decision, actualCost)
+    return this.counting.corrections.settle(decision, actualCost)
   }
 
   /**
@@ -212,7 +212,7 @@ export class Limiter<Req = unknown> extends EventEmitter {
    * `storeError` event; the slot then frees itself once `window` has passed.
    */
   release(decision: Decision): Promise<void> {
-    return this.releases ? this.counting.refund(decision) : Promise.resolve()
+    return this.releases ? this.counting.corrections.refund(decision) : Promise.resolve()
   }
 
   /** True when adapters must report each response's end or outcome (the skip*Requests options, `actualCost`, algorithm "concurrency"). */
