@@ -1,17 +1,11 @@
 import { stem, windowIndex } from '../keys'
 import type { LimitSpec, StoreCall } from '../types'
 import type { Algorithm } from './algorithm'
+import { batchScript, LUA_REPLAYED, luaHashWrites } from './batch-script'
+import { counterRefundScript, counterSettleKeys, counterSettleScript } from './counter-scripts'
 import { fixedWindowLease } from './fixed-window-lease'
-import { batchScript, LUA_REPLAYED, luaHashWrites, type MemoryTwin, TTL_MARGIN_MS, type Verdict } from './protocol'
-import {
-  counterRefundScript,
-  counterSettleKeys,
-  counterSettleScript,
-  counterUnavailable,
-  countIn,
-  type Windows,
-  windowTwin,
-} from './windows'
+import { type MemoryTwin, TTL_MARGIN_MS, type Verdict } from './protocol'
+import { counterUnavailable, countIn, type Windows, windowTwin } from './windows'
 
 /*
  * Fixed window: one counter per client and window, `<stem>:<window index>`, the window aligned to the

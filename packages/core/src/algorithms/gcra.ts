@@ -1,18 +1,9 @@
 import { stem } from '../keys'
 import type { LimitSpec, StoreCall } from '../types'
 import type { Algorithm } from './algorithm'
+import { batchScript, LUA_REPLAYED, luaHashWrites } from './batch-script'
 import { gcraLease } from './gcra-lease'
-import {
-  batchScript,
-  LUA_REFUND_HEAD,
-  LUA_REPLAYED,
-  LUA_SETTLE_HEAD,
-  luaHashWrites,
-  type MemoryTwin,
-  oneKeyPerLimit,
-  TTL_MARGIN_MS,
-  type Verdict,
-} from './protocol'
+import { LUA_REFUND_HEAD, LUA_SETTLE_HEAD, type MemoryTwin, oneKeyPerLimit, TTL_MARGIN_MS, type Verdict } from './protocol'
 import type { Windows } from './windows'
 
 /*

@@ -46,5 +46,6 @@ export function settleKeysOf(algorithm: Algorithm, call: StoreCall): string[] {
 }
 
 export type { Algorithm } from './algorithm'
+export { batchArgs, MAX_BATCH_CALLS, MAX_BATCH_SEQUENCE } from './batch-script'
 export type { MemoryTwin, Verdict } from './protocol'
-export { argsOf, batchArgs, CALL_RECORD_TTL_MS, callRecordKey, MAX_BATCH_CALLS, MAX_BATCH_SEQUENCE, TTL_MARGIN_MS } from './protocol'
+export { argsOf, CALL_RECORD_TTL_MS, callRecordKey, TTL_MARGIN_MS } from './protocol'

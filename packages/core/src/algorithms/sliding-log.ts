@@ -1,7 +1,8 @@
 import { stem } from '../keys'
 import type { LimitSpec, StoreCall } from '../types'
 import type { Algorithm } from './algorithm'
-import { batchScript, type MemoryTwin, oneKeyPerLimit, TTL_MARGIN_MS, type Verdict } from './protocol'
+import { batchScript } from './batch-script'
+import { type MemoryTwin, oneKeyPerLimit, TTL_MARGIN_MS, type Verdict } from './protocol'
 import type { Windows } from './windows'
 
 /*

@@ -1,16 +1,10 @@
 import { stem, windowIndex } from '../keys'
 import type { LimitSpec, StoreCall } from '../types'
 import type { Algorithm } from './algorithm'
-import { batchScript, LUA_REPLAYED, luaHashWrites, type MemoryTwin, TTL_MARGIN_MS, type Verdict } from './protocol'
-import {
-  counterRefundScript,
-  counterSettleKeys,
-  counterSettleScript,
-  counterUnavailable,
-  countIn,
-  type Windows,
-  windowTwin,
-} from './windows'
+import { batchScript, LUA_REPLAYED, luaHashWrites } from './batch-script'
+import { counterRefundScript, counterSettleKeys, counterSettleScript } from './counter-scripts'
+import { type MemoryTwin, TTL_MARGIN_MS, type Verdict } from './protocol'
+import { counterUnavailable, countIn, type Windows, windowTwin } from './windows'
 
 /*
  * Sliding-window counter (Cloudflare's estimate): the previous window's count weighted by how much of

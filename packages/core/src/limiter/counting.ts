@@ -2,7 +2,7 @@ import type { Algorithm } from '../algorithms'
 import { decisionOf, deniedDecision, peekOf } from '../algorithms/decision'
 import type { TollgateError } from '../errors'
 import type { Config } from '../options/parse-options'
-import { type Decision, type DecisionSource, isThenable, type LimitSpec, type MaybePromise, type Store, type StoreCall } from '../types'
+import { type Decision, isThenable, type LimitSpec, type MaybePromise, type StoreCall } from '../types'
 import { CallParts, type CallScope, noHashTag } from './call-parts'
 import { Corrections } from './corrections'
 import { Leases } from './fast-path/leases'
@@ -100,7 +100,7 @@ export class Counting<Req> implements PathHost {
       if (this.resilience.degraded && this.resilience.isOpen(scope?.storeKey ?? this.parts.storeKey(clientKey), now))
         return this.failed(undefined, clientKey, limit, cost, now, scope)
     }
-    return this.countIn(this.config.store, 'store', clientKey, limit, cost, now, scope)
+    return this.countIn(false, clientKey, limit, cost, now, scope)
   }
 
   /** A request's keys when limits have keys of their own (CallParts.scope). */
@@ -179,8 +179,7 @@ export class Counting<Req> implements PathHost {
 
   /** Counts in `store` by the path; a store that throws goes to the failure policy, as one that rejects does. */
   private countIn(
-    store: Store,
-    source: DecisionSource,
+    fallback: boolean,
     clientKey: string,
     limit: LimitSpec,
     cost: number,
@@ -188,9 +187,9 @@ export class Counting<Req> implements PathHost {
     scope?: CallScope,
   ): MaybePromise<Decision> {
     try {
-      return this.path.count(store, source, clientKey, limit, cost, now, scope)
+      return this.path.count(fallback, clientKey, limit, cost, now, scope)
     } catch (error) {
-      if (source !== 'store' || !this.remote) throw error
+      if (fallback || !this.remote) throw error
       return this.failed(error, clientKey, limit, cost, now, scope)
     }
   }
@@ -210,7 +209,7 @@ export class Counting<Req> implements PathHost {
       this.resilience.fellBack(at)
       // The store's last count of the client goes into the fallback first, so it continues from there.
       if (limit.keyed !== true) this.path.handOver(clientKey, at)
-      const decision = this.countIn(this.resilience.fallback, 'fallback', clientKey, limit, cost, at, scope) as Decision
+      const decision = this.countIn(true, clientKey, limit, cost, at, scope) as Decision
       this.emit('fallback', decision)
       return decision
     }

@@ -21,6 +21,8 @@ import type { CountPath, PathHost } from './count-path'
  * decision from the store's numbers through the algorithm's verdict (algorithms/decision.ts).
  */
 export class AdmitPath implements CountPath {
+  private readonly remote: boolean
+
   constructor(
     private readonly algorithm: Algorithm,
     private readonly parts: CallParts,
@@ -29,23 +31,19 @@ export class AdmitPath implements CountPath {
     private readonly ledger: RefundLedger,
     /** Keep every admitted decision's call: with the refund options, per-limit keys, or when the algorithm refunds by call id. */
     private readonly keepCalls: boolean,
-    private readonly remote: boolean,
+    private readonly store: Store,
     private readonly host: PathHost,
-  ) {}
+  ) {
+    this.remote = !store.local
+  }
 
   known(): undefined {
     return undefined
   }
 
-  count(
-    store: Store,
-    source: DecisionSource,
-    clientKey: string,
-    limit: LimitSpec,
-    cost: number,
-    now: number,
-    scope?: CallScope,
-  ): MaybePromise<Decision> {
+  count(fallback: boolean, clientKey: string, limit: LimitSpec, cost: number, now: number, scope?: CallScope): MaybePromise<Decision> {
+    const source: DecisionSource = fallback ? 'fallback' : 'store'
+    const store = fallback ? this.resilience.fallback : this.store
     const started = source === 'store' ? this.telemetry.start() : -1
     const call = this.parts.call(clientKey, this.parts.limitsFor(limit), cost, now, scope)
     let result: MaybePromise<StoreResult>

@@ -26,5 +26,5 @@ export function choosePath(
     return new IncrementPath(config, algorithm, parts, resilience, telemetry, ledger, refunds, host)
   // A decision over per-limit keys does not name them all: its call cannot be rebuilt from it.
   const keepCalls = refunds || algorithm.refundsByCallId || config.limitKeys !== undefined
-  return new AdmitPath(algorithm, parts, resilience, telemetry, ledger, keepCalls, !config.store.local, host)
+  return new AdmitPath(algorithm, parts, resilience, telemetry, ledger, keepCalls, config.store, host)
 }

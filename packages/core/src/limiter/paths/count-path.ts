@@ -1,4 +1,4 @@
-import type { Decision, DecisionSource, LimitSpec, MaybePromise, Store } from '../../types'
+import type { Decision, LimitSpec, MaybePromise } from '../../types'
 import type { CallScope } from '../call-parts'
 
 /*
@@ -9,19 +9,10 @@ import type { CallScope } from '../call-parts'
  */
 export interface CountPath {
   /**
-   * The decision for `cost` units of `clientKey`, counted in `store`: the configured store (`source`
-   * 'store', timed) or the fallback. A store that throws, throws here; one that rejects goes to the
-   * host's `failed`.
+   * The decision for `cost` units of `clientKey`, counted in the configured store (timed) or, `fallback`,
+   * in the fallback store. A store that throws, throws here; one that rejects goes to the host's `failed`.
    */
-  count(
-    store: Store,
-    source: DecisionSource,
-    clientKey: string,
-    limit: LimitSpec,
-    cost: number,
-    now: number,
-    scope?: CallScope,
-  ): MaybePromise<Decision>
+  count(fallback: boolean, clientKey: string, limit: LimitSpec, cost: number, now: number, scope?: CallScope): MaybePromise<Decision>
   /** A refusal this process knows without asking the store, or undefined. */
   known(clientKey: string, limit: LimitSpec, cost: number, now: number): Decision | undefined
   /** The store failed: what this process knows of the client's count goes to the fallback store first. */

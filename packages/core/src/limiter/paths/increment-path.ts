@@ -29,6 +29,7 @@ export class IncrementPath implements CountPath {
   private readonly mirror: MirrorCells | undefined
   private readonly remote: boolean
   private readonly windowMs: number
+  private readonly store: Store
 
   constructor(
     config: Config<unknown>,
@@ -43,6 +44,7 @@ export class IncrementPath implements CountPath {
   ) {
     this.remote = !config.store.local
     this.windowMs = config.windowMs
+    this.store = config.store
     this.cells = refunds ? undefined : LocalCells.of(config.store, parts)
     this.mirror =
       this.remote && !refunds && config.onStoreError === 'fallback'
@@ -58,7 +60,9 @@ export class IncrementPath implements CountPath {
     return this.fromCount(clientKey, undefined, known + cost, limit, cost, now, 'cache')
   }
 
-  count(store: Store, source: DecisionSource, clientKey: string, limit: LimitSpec, cost: number, now: number): MaybePromise<Decision> {
+  count(fallback: boolean, clientKey: string, limit: LimitSpec, cost: number, now: number): MaybePromise<Decision> {
+    const source: DecisionSource = fallback ? 'fallback' : 'store'
+    const store = fallback ? this.resilience.fallback : this.store
     // No closure here: a function that creates one allocates its captured variables on every call,
     // taken or not. The continuations of a promise are built in `settled`.
     // The configured store's calls are timed (telemetry.ts), not the fallback's.
