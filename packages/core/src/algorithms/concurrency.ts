@@ -1,8 +1,8 @@
-import { stem } from '../keys'
-import type { LimitSpec, StoreCall } from '../types'
+import type { LimitSpec } from '../types'
 import type { Algorithm } from './algorithm'
 import { type MemoryTwin, oneKeyPerLimit, type Verdict } from './protocol'
 import { LOG_REFUND_SCRIPT, SLOTS_ADMIT_SCRIPT } from './sliding-log'
+import { addEntry, removeAt, TimeLogs, trim } from './time-log'
 import type { Windows } from './windows'
 
 /*
@@ -35,84 +35,32 @@ export const CONCURRENCY_RETRY_MS = 1000
 /** A member that stands for a slot another store reported (the fallback's copy of the store's count). */
 const SEED = 'seed:'
 
-interface Slots {
-  windowMs: number
-  /** Admission times, ascending, one per held unit. */
-  times: number[]
-  /** The call id and unit of each slot, so a release frees exactly its own. */
-  members: string[]
-}
-
 function memory(windows: Windows): MemoryTwin {
-  const sets = new Map<string, Slots>()
-  const keyOf = (call: StoreCall, i: number) => windows.bound.keyIn(sets, stem(call, i))
-  const slotsOf = (call: StoreCall, i: number): Slots => {
-    const key = keyOf(call, i)
-    let slots = sets.get(key)
-    if (slots === undefined) {
-      slots = { windowMs: call.limits[i]!.windowMs, times: [], members: [] }
-      sets.set(key, slots)
-    }
-    return slots
-  }
-  const add = (slots: Slots, now: number, member: string) => {
-    // Keep times ascending even if the clock steps back.
-    let at = slots.times.length
-    while (at > 0 && slots.times[at - 1]! > now) at--
-    slots.times.splice(at, 0, now)
-    slots.members.splice(at, 0, member)
-  }
-  const remove = (slots: Slots, at: number) => {
-    slots.times.splice(at, 1)
-    slots.members.splice(at, 1)
-  }
-  return {
+  const sets = new TimeLogs(windows)
+  return sets.twin({
     read(call, i, values) {
       const { max, windowMs: w } = call.limits[i]!
-      const slots = slotsOf(call, i)
-      let drop = 0
-      while (drop < slots.times.length && slots.times[drop]! <= call.now - w) drop++
-      if (drop > 0) {
-        slots.times.splice(0, drop)
-        slots.members.splice(0, drop)
-      }
-      const c = slots.times.length
+      const slots = sets.of(call, i)
+      const c = trim(slots, call.now - w)
       values.push(c, c + call.cost > max ? (slots.times[c + call.cost - max - 1] ?? call.now) : call.now)
       return c + call.cost <= max
     },
     write(call, i) {
-      const slots = slotsOf(call, i)
-      for (let j = 1; j <= call.cost; j++) add(slots, call.now, `${call.id}:${j}`)
+      const slots = sets.of(call, i)
+      for (let j = 1; j <= call.cost; j++) addEntry(slots, call.now, `${call.id}:${j}`)
     },
     seed(call, i, a, _b, admitted) {
       // Unlike a count in a window, slots held fall whenever requests end: the store's latest answer is
       // the best account of them, so it replaces the one seeded before. The slots this store admitted
       // itself (during an outage) stay, released by their own ids.
-      const slots = slotsOf(call, i)
-      for (let at = slots.members.length - 1; at >= 0; at--) if (slots.members[at]!.startsWith(SEED)) remove(slots, at)
+      const slots = sets.of(call, i)
+      for (let at = slots.members.length - 1; at >= 0; at--) if (slots.members[at]!.startsWith(SEED)) removeAt(slots, at)
       const held = admitted ? a + call.cost : a
-      for (let n = 0; n < held; n++) add(slots, call.now, `${SEED}${call.id}:${n}`)
-    },
-    refund(call, i) {
-      const slots = sets.get(keyOf(call, i))
-      if (slots === undefined) return
-      for (let j = 1; j <= call.cost; j++) {
-        const at = slots.members.indexOf(`${call.id}:${j}`)
-        if (at !== -1) remove(slots, at)
-      }
+      for (let n = 0; n < held; n++) addEntry(slots, call.now, `${SEED}${call.id}:${n}`)
     },
     // A slot is held or free: there is no count to move to an actual cost (the limiter refuses actualCost).
     settle() {},
-    forget: (call, i) => void sets.delete(stem(call, i)),
-    prune(now) {
-      for (const [key, slots] of sets) {
-        if (slots.times.length === 0 || slots.times[slots.times.length - 1]! <= now - slots.windowMs) sets.delete(key)
-      }
-    },
-    get size() {
-      return sets.size
-    },
-  }
+  })
 }
 
 /**

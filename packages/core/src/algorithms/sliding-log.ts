@@ -1,8 +1,8 @@
-import { stem } from '../keys'
-import type { LimitSpec, StoreCall } from '../types'
+import type { LimitSpec } from '../types'
 import type { Algorithm } from './algorithm'
 import { batchScript } from './batch-script'
 import { type MemoryTwin, oneKeyPerLimit, TTL_MARGIN_MS, type Verdict } from './protocol'
+import { addEntry, removeMember, TimeLogs, trim } from './time-log'
 import type { Windows } from './windows'
 
 /*
@@ -160,98 +160,35 @@ for i = 1, #KEYS - 1 do
 end
 return ARGV[3]`
 
-interface Log {
-  windowMs: number
-  /** Admission times, ascending, one per unit. */
-  times: number[]
-  /** The call id and unit of each entry, so a refund removes exactly its own. */
-  members: string[]
-}
-
 function memory(windows: Windows): MemoryTwin {
-  const logs = new Map<string, Log>()
-  const keyOf = (call: StoreCall, i: number) => windows.bound.keyIn(logs, stem(call, i))
-  const logOf = (call: StoreCall, i: number): Log => {
-    const key = keyOf(call, i)
-    let log = logs.get(key)
-    if (log === undefined) {
-      log = { windowMs: call.limits[i]!.windowMs, times: [], members: [] }
-      logs.set(key, log)
-    }
-    return log
-  }
-  return {
+  const logs = new TimeLogs(windows)
+  return logs.twin({
     read(call, i, values) {
       const { max, windowMs: w } = call.limits[i]!
-      const log = logOf(call, i)
-      let drop = 0
-      while (drop < log.times.length && log.times[drop]! <= call.now - w) drop++
-      if (drop > 0) {
-        log.times.splice(0, drop)
-        log.members.splice(0, drop)
-      }
-      const c = log.times.length
+      const log = logs.of(call, i)
+      const c = trim(log, call.now - w)
       values.push(c, log.times[Math.max(0, c + call.cost - max - 1)] ?? call.now)
       return c + call.cost <= max
     },
     write(call, i) {
-      add(logOf(call, i), call, 1, call.cost, false)
+      for (let j = 1; j <= call.cost; j++) addEntry(logs.of(call, i), call.now, `${call.id}:${j}`)
     },
     seed(call, i, a, _b, admitted) {
       // The store's entries cannot be copied, only counted: the missing ones are added at `now`, so
       // they leave later than the store's would. The fallback then refuses a little longer, never admits more.
-      const log = logOf(call, i)
-      for (let n = log.times.length; n < (admitted ? a + call.cost : a); n++) {
-        log.times.push(call.now)
-        log.members.push(`seed:${call.id}:${n}`)
-      }
-    },
-    refund(call, i) {
-      remove(logs.get(keyOf(call, i)), call, 1, call.cost)
+      const log = logs.of(call, i)
+      for (let n = log.times.length; n < (admitted ? a + call.cost : a); n++) addEntry(log, call.now, `seed:${call.id}:${n}`)
     },
     settle(call, i, actual, now) {
       if (now >= call.now + call.limits[i]!.windowMs) return
-      if (actual > call.cost) add(logOf(call, i), call, call.cost + 1, actual, true)
-      else remove(logs.get(keyOf(call, i)), call, actual + 1, call.cost)
+      const log = actual > call.cost ? logs.of(call, i) : logs.find(call, i)
+      // Higher: the entries the call lacks, at its own time, those the log does not hold already (a
+      // sorted set holds a member once); lower, the call's last entries.
+      for (let j = call.cost + 1; j <= actual; j++)
+        if (!log!.members.includes(`${call.id}:${j}`)) addEntry(log!, call.now, `${call.id}:${j}`)
+      for (let j = actual + 1; j <= call.cost; j++) removeMember(log, `${call.id}:${j}`)
     },
-    forget: (call, i) => void logs.delete(stem(call, i)),
-    prune(now) {
-      for (const [key, log] of logs) {
-        if (log.times.length === 0 || log.times[log.times.length - 1]! <= now - log.windowMs) logs.delete(key)
-      }
-    },
-    get size() {
-      return logs.size
-    },
-  }
-}
-
-/**
- * Adds the call's entries `<id>:<from>` to `<id>:<to>` at the call's time. `once`: skip those the log
- * holds already, as a sorted set holds a member once (a settle's; an admit's entries are new).
- */
-function add(log: Log, call: StoreCall, from: number, to: number, once: boolean): void {
-  for (let j = from; j <= to; j++) {
-    const member = `${call.id}:${j}`
-    if (once && log.members.includes(member)) continue
-    // Keep times ascending even if the clock steps back.
-    let at = log.times.length
-    while (at > 0 && log.times[at - 1]! > call.now) at--
-    log.times.splice(at, 0, call.now)
-    log.members.splice(at, 0, member)
-  }
-}
-
-/** Removes the call's entries `<id>:<from>` to `<id>:<to>`, those still there. */
-function remove(log: Log | undefined, call: StoreCall, from: number, to: number): void {
-  if (log === undefined) return
-  for (let j = from; j <= to; j++) {
-    const at = log.members.indexOf(`${call.id}:${j}`)
-    if (at !== -1) {
-      log.times.splice(at, 1)
-      log.members.splice(at, 1)
-    }
-  }
+  })
 }
 
 function verdict(out: Verdict, limit: LimitSpec, a: number, b: number, cost: number, now: number, admitted: boolean): void {
