@@ -50,6 +50,7 @@ export class Counting<Req> implements PathHost {
       config.clock,
       (clientKey) => this.path.forget(clientKey),
       emit,
+      config.lease !== undefined,
     )
     this.lockout = new Lockout(config as Config<unknown>, this, this.parts, resilience, telemetry, emit)
     const lease = algorithm.lease

@@ -1,8 +1,6 @@
 import { EventEmitter } from 'node:events'
 import type { ServerResponse } from 'node:http'
 import { ALGORITHMS } from '../algorithms'
-import { describeValue, TollgateError } from '../errors'
-import { isCount } from '../options/checks'
 import type { LimiterOptions } from '../options/limiter-options'
 import { type Config, parseOptions } from '../options/parse-options'
 import { MemoryStore } from '../stores/memory-store'
@@ -103,10 +101,8 @@ export class Limiter<Req = unknown> extends EventEmitter {
         return this.counting.count(inputs.keyOf(key), inputs.staticMax(max), inputs.validCount('cost', costOrOptions))
       costOrOptions = { cost: costOrOptions, ...(max === undefined ? {} : { max }) }
     }
-    const o = costOrOptions
-    const clientKey = inputs.keyOf(key)
-    const { scope } = inputs.scopeOf(clientKey, o)
-    return this.counting.count(clientKey, inputs.staticMax(o.max), inputs.validCount('cost', o.cost ?? 1), undefined, scope)
+    const t = this.target(key, costOrOptions)
+    return this.counting.count(t.clientKey, t.max, inputs.validCount('cost', costOrOptions.cost ?? 1), undefined, t.scope)
   }
 
   /**
@@ -118,10 +114,8 @@ export class Limiter<Req = unknown> extends EventEmitter {
   peek(key: string, max?: number): MaybePromise<Decision>
   peek(key: string, options: PeekOptions): MaybePromise<Decision>
   peek(key: string, maxOrOptions?: number | PeekOptions): MaybePromise<Decision> {
-    const o: PeekOptions = typeof maxOrOptions === 'object' && maxOrOptions !== null ? maxOrOptions : { max: maxOrOptions }
-    const clientKey = this.inputs.keyOf(key)
-    const { scope } = this.inputs.scopeOf(clientKey, o)
-    return this.counting.peek(clientKey, this.inputs.staticMax(o.max), scope)
+    const t = this.target(key, typeof maxOrOptions === 'object' && maxOrOptions !== null ? maxOrOptions : { max: maxOrOptions })
+    return this.counting.peek(t.clientKey, t.max, t.scope)
   }
 
   /**
@@ -130,9 +124,8 @@ export class Limiter<Req = unknown> extends EventEmitter {
    * keys `options.keys` names (a tenant's count is shared: it is forgotten only when named).
    */
   reset(key: string, options?: ScopeOptions): MaybePromise<void> {
-    const clientKey = this.inputs.keyOf(key)
-    const { scope, only } = this.inputs.scopeOf(clientKey, options, true)
-    return this.counting.forget(clientKey, this.inputs.staticMax(undefined, 0), scope, only)
+    const t = this.target(key, options, true)
+    return this.counting.forget(t.clientKey, t.max, t.scope, t.only)
   }
 
   /**
@@ -144,15 +137,11 @@ export class Limiter<Req = unknown> extends EventEmitter {
    * `retryAfterMs` before trying again. Rejects with a TollgateError naming a bad argument.
    */
   wait(key: string, options: WaitOptions): Promise<Decision> {
-    let clientKey: string
     let args: ReturnType<typeof waitArguments>
-    let max: number
-    let scope: CallScope | undefined
+    let t: Target
     try {
       args = waitArguments(key, options)
-      clientKey = this.inputs.keyOf(key)
-      max = this.inputs.staticMax(args.max)
-      scope = this.inputs.scopeOf(clientKey, args.scope).scope
+      t = this.target(key, { ...args.scope, max: args.max })
     } catch (error) {
       return Promise.reject(error)
     }
@@ -161,13 +150,12 @@ export class Limiter<Req = unknown> extends EventEmitter {
       limitsOf: (m) => this.counting.limitsOf(m),
       refund: (decision) => this.refund(decision),
     })
-    return this.waiting.wait(clientKey, scope, args.cost, max, args.maxWaitMs, args.signal)
+    return this.waiting.wait(t.clientKey, t.scope, args.cost, t.max, args.maxWaitMs, args.signal)
   }
 
   /** Undoes an admitted decision, within its own window only and never below zero (under "concurrency", frees its slot as `release` does). */
   refund(decision: Decision): Promise<void> {
-    if (this.config.lease !== undefined) return Promise.reject(notLeased('refund'))
-    return this.counting.corrections.refund(decision)
+    return this.counting.corrections.refundAsked(decision)
   }
 
   /**
@@ -183,24 +171,7 @@ export class Limiter<Req = unknown> extends EventEmitter {
    * `storeError` event, as for `refund`.
    */
   settle(decision: Decision, actualCost: number): Promise<void> {
-    if (this.config.lease !== undefined) return Promise.reject(notLeased('settle'))
-    if (typeof this.config.store.settle !== 'function') {
-      return Promise.reject(
-        new TollgateError(
-          'limiter.settle: the store has no settle(), so a decision cannot be settled to its actual cost; use a store with settle() (MemoryStore and RedisStore have it)',
-          'TG_INVALID_OPTION',
-        ),
-      )
-    }
-    if (!isCount(actualCost)) {
-      return Promise.reject(
-        new TollgateError(
-          `limiter.settle: expected actualCost as a whole number ≥ 0, got ${describeValue(actualCost)}`,
-          'TG_INVALID_REQUEST_VALUE',
-        ),
-      )
-    }
-    return this.counting.corrections.settle(decision, actualCost)
+    return this.counting.corrections.settleAsked(decision, actualCost)
   }
 
   /**
@@ -249,6 +220,17 @@ export class Limiter<Req = unknown> extends EventEmitter {
     this.response.complete(req, res, decision, statusCode)
   }
 
+  /**
+   * The one request target of the calls outside HTTP (`consume`, `peek`, `reset`, `wait`): the client key,
+   * the max its limit is decided by, and with per-limit keys, the keys the call names (`scope`; for a
+   * `reset`, `only`: the limits whose keys it forgets). `check` builds the same from a request (request-inputs.ts).
+   */
+  private target(key: string, o: (ScopeOptions & { max?: number }) | undefined, reset = false): Target {
+    const clientKey = this.inputs.keyOf(key)
+    const { scope, only } = this.inputs.scopeOf(clientKey, o, reset)
+    return { clientKey, max: this.inputs.staticMax(o?.max, reset ? 0 : undefined), scope, only }
+  }
+
   /** Keeps the telemetry's flag of `decision` listeners, so a decision asks no emitter whether one listens. */
   private watchListeners(): void {
     if (!this.listeners('newListener').includes(this.added)) this.on('newListener', this.added)
@@ -280,6 +262,13 @@ function warnOnSharedPrefix<Req>(config: Config<Req>): void {
   prefixes.add(prefix)
 }
 
+interface Target {
+  readonly clientKey: string
+  readonly max: number
+  readonly scope: CallScope | undefined
+  readonly only: readonly number[] | undefined
+}
+
 /** Options of `consume` outside HTTP. */
 export interface ConsumeOptions extends ScopeOptions {
   /** Units to count. @default 1 */
@@ -292,17 +281,4 @@ export interface ConsumeOptions extends ScopeOptions {
 export interface PeekOptions extends ScopeOptions {
   /** Needed only when the limiter's `max` is a function. */
   max?: number
-}
-
-/**
- * A refund or a settle on a limiter with `lease`: the units were granted from a count other processes
- * lease from, and moving it would change what their slices stand for. Refused, as the options that
- * refund or settle after the response (skip*Requests, actualCost) are refused with `lease` at construction.
- */
-function notLeased(call: 'refund' | 'settle'): TollgateError {
-  return new TollgateError(
-    `limiter.${call}: not with the "lease" option: a leased decision's units were granted from a count other processes lease from, ` +
-      `and a ${call} would move it; leave out "lease" to ${call} decisions`,
-    'TG_INVALID_OPTION',
-  )
 }
