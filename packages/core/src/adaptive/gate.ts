@@ -1,0 +1,274 @@
+import { aimd, gradient2, type Interval, type LimitAlgorithm, type LimitAlgorithmName, vegas } from './limits'
+
+/*
+ * Adaptive concurrency: a per-process limit on requests in flight that follows the service's measured
+ * latency (limits.ts), with priority classes. Under the limit a request enters at once. At the limit it
+ * waits, at most queueTimeoutMs, in a short queue served highest class first and, within a class, newest
+ * first: under overload the requests that waited longest are the likeliest to be given up on by their
+ * clients anyway. A full queue makes room by shedding its lowest class's oldest waiter, so sheddable
+ * traffic is refused first and critical traffic only when nothing else is left to shed.
+ * This protects the service as a whole; it is per process and does not replace per-client limits.
+ */
+
+export type Priority = 'critical' | 'normal' | 'sheddable'
+
+/** Classes by rank, the lowest shed first. */
+export const PRIORITIES: readonly Priority[] = ['sheddable', 'normal', 'critical']
+
+export interface AdaptiveGateConfig {
+  readonly algorithm: LimitAlgorithmName
+  readonly initialLimit: number
+  readonly minLimit: number
+  readonly maxLimit: number
+  /** How far latency may grow over the baseline before the limit falls (1.5: by half). */
+  readonly tolerance: number
+  /** How long a request may wait for a slot; undefined: half the baseline latency (see queueTimeout). */
+  readonly queueTimeoutMs: number | undefined
+  /** Waiters at most; undefined: as many as the limit. */
+  readonly maxQueue: number | undefined
+  /** Event-loop utilisation over which an interval counts as overloaded (0 < x ≤ 1), or undefined to ignore it. */
+  readonly eventLoopUtilization: number | undefined
+  readonly intervalMs: number
+  readonly baselineWindowMs: number
+  readonly clock: () => number
+}
+
+/** A request the gate let in: release it once, when its response has ended. */
+export class Permit {
+  private released = false
+  constructor(
+    private readonly gate: AdaptiveGate,
+    readonly priority: Priority,
+    readonly startedAt: number,
+    /** ms it waited in the queue. */
+    readonly waitedMs: number,
+  ) {}
+
+  /** `overloaded`: the request ended as overload (timed out, or the service answered 503 itself). */
+  release(overloaded = false): void {
+    if (this.released) return
+    this.released = true
+    this.gate.ended(this, overloaded)
+  }
+}
+
+/** A request the gate refused. */
+export interface Shed {
+  readonly priority: Priority
+  /** `full`: the queue had no room for its class; `timeout`: it waited queueTimeoutMs; `displaced`: a higher class took its place. */
+  readonly reason: 'full' | 'timeout' | 'displaced'
+  readonly retryAfterMs: number
+}
+
+interface Waiter {
+  readonly priority: Priority
+  readonly since: number
+  readonly resolve: (answer: Permit | Shed) => void
+  timer: ReturnType<typeof setTimeout> | undefined
+}
+
+/** A refused request is told to come back after this: whole seconds, the shortest Retry-After. */
+const RETRY_MS = 1000
+
+/** The share of the limit held during a probe interval (see adjust). */
+const PROBE_SHARE = 0.5
+
+/** Fewer completions than this in an interval, and it is extended: a mean of a few requests is noise. */
+const MIN_SAMPLES = 10
+
+export class AdaptiveGate {
+  private limitValue: number
+  inflight = 0
+  private readonly queues: Waiter[][] = [[], [], []]
+  private queued = 0
+  private readonly algorithm: LimitAlgorithm
+  /** The interval being measured. */
+  private intervalStart: number
+  private sumMs = 0
+  private count = 0
+  private peak = 0
+  private overloads = 0
+  /**
+   * The mean latency of each past interval that measured the service unqueued (see adjust), with its
+   * time: the baseline is the lowest over baselineWindowMs.
+   */
+  private readonly unqueued: Array<{ at: number; ms: number }> = []
+  /** When the next probe starts, and the probe intervals left (2: the service drains, 1: it is measured). */
+  private probeAt: number
+  private probe = 0
+  private lastMeanMs = 0
+  private elu: { idle: number; active: number; utilization: number } | undefined
+  /** Refusals by class since the gate was made. */
+  readonly shed: Record<Priority, number> = { critical: 0, normal: 0, sheddable: 0 }
+
+  constructor(private readonly config: AdaptiveGateConfig) {
+    this.limitValue = config.initialLimit
+    this.algorithm =
+      config.algorithm === 'aimd' ? aimd(config.tolerance) : config.algorithm === 'vegas' ? vegas() : gradient2(config.tolerance)
+    this.intervalStart = config.clock()
+    // The first probe at once: the first intervals may already be queued.
+    this.probeAt = this.intervalStart
+    this.elu = config.eventLoopUtilization === undefined ? undefined : eluNow()
+  }
+
+  /** The current limit on requests in flight (a whole number; lower during a probe interval). */
+  get limit(): number {
+    return Math.floor(this.probe > 0 ? Math.max(this.config.minLimit, this.limitValue * PROBE_SHARE) : this.limitValue)
+  }
+
+  /** The latency without load the limit is measured against, ms (0 before the first interval). */
+  get baselineMs(): number {
+    let min = Number.POSITIVE_INFINITY
+    for (const m of this.unqueued) if (m.ms < min) min = m.ms
+    return Number.isFinite(min) ? min : 0
+  }
+
+  /** The last interval's mean latency, ms. */
+  get latencyMs(): number {
+    return this.lastMeanMs
+  }
+
+  get queueLength(): number {
+    return this.queued
+  }
+
+  /** A permit now, or a promise of one or of a refusal. */
+  acquire(priority: Priority): Permit | Promise<Permit | Shed> | Shed {
+    const now = this.config.clock()
+    if (this.queued === 0 && this.inflight < this.limit) return this.admit(priority, now, now)
+    const max = this.config.maxQueue ?? Math.max(1, this.limit)
+    if (this.queued >= max && !this.displace(rank(priority))) return this.refuse(priority, 'full')
+    return new Promise<Permit | Shed>((resolve) => {
+      const waiter: Waiter = { priority, since: now, resolve, timer: undefined }
+      waiter.timer = setTimeout(() => this.expire(waiter), this.queueTimeout())
+      waiter.timer.unref?.()
+      this.queues[rank(priority)]!.push(waiter)
+      this.queued++
+    })
+  }
+
+  /** A permit's request ended: its latency is measured, and its slot goes to the best waiter. */
+  ended(permit: Permit, overloaded: boolean): void {
+    this.inflight--
+    const now = this.config.clock()
+    const ms = now - permit.startedAt
+    this.sumMs += ms
+    this.count++
+    if (overloaded) this.overloads++
+    if (now - this.intervalStart >= this.config.intervalMs && (this.count >= MIN_SAMPLES || this.overloads > 0)) this.adjust(now)
+    this.drain(now)
+  }
+
+  private admit(priority: Priority, now: number, since: number): Permit {
+    this.inflight++
+    if (this.inflight > this.peak) this.peak = this.inflight
+    return new Permit(this, priority, now, now - since)
+  }
+
+  private refuse(priority: Priority, reason: Shed['reason']): Shed {
+    this.shed[priority]++
+    return { priority, reason, retryAfterMs: RETRY_MS }
+  }
+
+  /**
+   * The wait allowed in the queue: the configured one, or half the service's unloaded latency, so that a
+   * request admitted from the queue takes at most about one and a half times that (20 ms before the
+   * first measurement).
+   */
+  private queueTimeout(): number {
+    if (this.config.queueTimeoutMs !== undefined) return this.config.queueTimeoutMs
+    const baseline = this.baselineMs
+    return baseline > 0 ? Math.max(1, Math.ceil(baseline / 2)) : 20
+  }
+
+  /** Makes room for a waiter of rank `r` by shedding the oldest waiter of a lower class; false when there is none. */
+  private displace(r: number): boolean {
+    for (let lower = 0; lower < r; lower++) {
+      const queue = this.queues[lower]!
+      if (queue.length === 0) continue
+      const oldest = queue.shift()!
+      this.queued--
+      clearTimeout(oldest.timer)
+      oldest.resolve(this.refuse(oldest.priority, 'displaced'))
+      return true
+    }
+    return false
+  }
+
+  private expire(waiter: Waiter): void {
+    const queue = this.queues[rank(waiter.priority)]!
+    const at = queue.indexOf(waiter)
+    if (at === -1) return
+    queue.splice(at, 1)
+    this.queued--
+    waiter.resolve(this.refuse(waiter.priority, 'timeout'))
+  }
+
+  /** Gives free slots to waiters: the highest class first, the newest first within it. */
+  private drain(now: number): void {
+    for (let r = 2; r >= 0 && this.inflight < this.limit; r--) {
+      const queue = this.queues[r]!
+      while (queue.length > 0 && this.inflight < this.limit) {
+        const waiter = queue.pop()!
+        this.queued--
+        clearTimeout(waiter.timer)
+        waiter.resolve(this.admit(waiter.priority, now, waiter.since))
+      }
+    }
+  }
+
+  /**
+   * Ends the interval: the baseline and the limit move. An interval measures the service unqueued when
+   * the limit was not reached in it (the traffic, not the limit, was the bound), or when it was a probe:
+   * a limit held at PROBE_SHARE of itself for two intervals, every third of the baseline window: in the
+   * first the requests queued inside the service drain, the second measures it, so its unloaded latency
+   * is seen again even under sustained overload, and a service that became slower for good is seen as such.
+   */
+  private adjust(now: number): void {
+    const window = this.config.baselineWindowMs
+    while (this.unqueued.length > 0 && this.unqueued[0]!.at < now - window) this.unqueued.shift()
+    const meanMs = this.count > 0 ? this.sumMs / this.count : this.lastMeanMs
+    const measured = this.probe === 1 || (this.probe === 0 && this.peak < this.limit) || this.unqueued.length === 0
+    if (this.count > 0 && measured) this.unqueued.push({ at: now, ms: meanMs })
+    const probed = this.probe > 0
+    if (this.probe > 0) this.probe--
+    else if (now >= this.probeAt) {
+      this.probe = 2
+      this.probeAt = now + window / 3
+    }
+    let overloaded = this.overloads > 0
+    if (this.elu !== undefined) {
+      const next = eluNow()
+      if (next !== undefined && utilization(next, this.elu) > this.config.eventLoopUtilization!) overloaded = true
+      this.elu = next
+    }
+    const interval: Interval = { meanMs, baselineMs: Math.max(this.baselineMs, 0.001), peakInflight: this.peak, overloaded }
+    const { minLimit, maxLimit } = this.config
+    // A probe's interval says what the service does unqueued, not what the limit should be.
+    if (!probed) this.limitValue = Math.max(minLimit, Math.min(maxLimit, this.algorithm.next(this.limitValue, interval)))
+    this.lastMeanMs = meanMs
+    this.intervalStart = now
+    this.sumMs = 0
+    this.count = 0
+    this.peak = this.inflight
+    this.overloads = 0
+  }
+}
+
+function rank(priority: Priority): number {
+  return priority === 'critical' ? 2 : priority === 'normal' ? 1 : 0
+}
+
+type Elu = { idle: number; active: number; utilization: number }
+
+/** The event loop's utilisation so far, where the runtime reports it (Node's performance.eventLoopUtilization). */
+function eluNow(): Elu | undefined {
+  const perf = (globalThis as { performance?: { eventLoopUtilization?: () => Elu } }).performance
+  return typeof perf?.eventLoopUtilization === 'function' ? perf.eventLoopUtilization() : undefined
+}
+
+function utilization(now: Elu, before: Elu): number {
+  const idle = now.idle - before.idle
+  const active = now.active - before.active
+  return idle + active > 0 ? active / (idle + active) : 0
+}
