@@ -56,7 +56,8 @@ export function parseAdaptiveOptions<Req>(options: AdaptiveConcurrencyOptions<Re
   rejectUnknown('adaptiveConcurrency', options, KNOWN)
   const o: AdaptiveConcurrencyOptions<Req> = options
   const algorithm: LimitAlgorithmName = o.algorithm ?? 'gradient2'
-  if (!['gradient2', 'aimd', 'vegas'].includes(algorithm as string)) throw invalidOption('algorithm', '"gradient2", "aimd" or "vegas"', algorithm)
+  if (!['gradient2', 'aimd', 'vegas'].includes(algorithm as string))
+    throw invalidOption('algorithm', '"gradient2", "aimd" or "vegas"', algorithm)
   const count = (name: string, value: unknown, fallback: number): number => {
     if (value === undefined) return fallback
     if (typeof value !== 'number' || !Number.isSafeInteger(value) || value < 1) throw invalidOption(name, 'a whole number ≥ 1', value)
