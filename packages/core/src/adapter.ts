@@ -105,6 +105,10 @@ export function createGate<Req, Res, Extra = undefined>(
 
 const refused = (): false => false
 
+export { AdaptiveFront, admitOn, type ClosingResponse, Permit, type ShedResponse } from './adaptive/front'
+export type { AdaptiveGate, Priority } from './adaptive/gate'
+export type { LimitAlgorithmName } from './adaptive/limits'
+export type { AdaptiveConcurrencyOptions } from './adaptive/options'
 export { isObject, type MethodDecorator, methodDecorator, missingRequest } from './decorators'
 export { invalidOption } from './errors'
 export { lowerHeaderName } from './headers'

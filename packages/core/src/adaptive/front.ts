@@ -1,0 +1,77 @@
+import { AdaptiveGate, Permit, type Priority, type Shed } from './gate'
+import { type AdaptiveConcurrencyOptions, parseAdaptiveOptions, shedBody } from './options'
+
+/** What an adapter sends for a shed request. */
+export interface ShedResponse {
+  readonly status: 503
+  readonly headers: Readonly<Record<string, string>>
+  readonly body: string
+}
+
+/**
+ * The adapters' side of adaptive concurrency, so each framework's middleware only wires it: a request's
+ * class, the gate's answer, and the 503 of a shed request. A permit must be released once its response
+ * has ended (or the connection closed), with `overloaded` when the service itself answered 503.
+ */
+export class AdaptiveFront<Req> {
+  readonly gate: AdaptiveGate
+  private readonly priority: ((req: Req) => Priority) | undefined
+
+  constructor(options?: AdaptiveConcurrencyOptions<Req>) {
+    const config = parseAdaptiveOptions(options)
+    this.gate = new AdaptiveGate(config.gate)
+    this.priority = config.priority
+  }
+
+  /** The gate's answer for `req`: a permit, a shed response, or a promise of one of them. */
+  enter(req: Req): Permit | ShedResponse | Promise<Permit | ShedResponse> {
+    let priority: Priority = 'normal'
+    if (this.priority !== undefined) {
+      const given = this.priority(req)
+      // A class function that answers something else is a bug in the app: the request is treated as
+      // normal rather than failing, and rather than jumping ahead of the critical ones.
+      if (given === 'critical' || given === 'sheddable') priority = given
+    }
+    const answer = this.gate.acquire(priority)
+    if (answer instanceof Promise) return answer.then(respond)
+    return respond(answer)
+  }
+}
+
+/** A Node response, or what of one the gate needs: its end (or its connection's) and its status. */
+export interface ClosingResponse {
+  once(event: 'close', listener: () => void): unknown
+  readonly statusCode: number
+}
+
+/**
+ * For the adapters on Node's http: enters `req`; with a permit, releases it when `raw` closes (the
+ * response ended, or the client went away), as overload when the app answered 503 itself, and gives
+ * true; when shed, gives the 503 to send.
+ */
+export function admitOn<Req>(
+  front: AdaptiveFront<Req>,
+  req: Req,
+  raw: ClosingResponse,
+): true | ShedResponse | Promise<true | ShedResponse> {
+  const answer = front.enter(req)
+  if (answer instanceof Promise) return answer.then((a) => held(a, raw))
+  return held(answer, raw)
+}
+
+function held(answer: Permit | ShedResponse, raw: ClosingResponse): true | ShedResponse {
+  if (!(answer instanceof Permit)) return answer
+  raw.once('close', () => answer.release(raw.statusCode === 503))
+  return true
+}
+
+function respond(answer: Permit | Shed): Permit | ShedResponse {
+  if (answer instanceof Permit) return answer
+  return {
+    status: 503,
+    headers: { 'Retry-After': String(Math.ceil(answer.retryAfterMs / 1000)), 'Content-Type': 'application/problem+json' },
+    body: shedBody(answer.priority),
+  }
+}
+
+export { Permit }

@@ -1,0 +1,108 @@
+import type { AddressInfo } from 'node:net'
+import express from 'express'
+import Fastify from 'fastify'
+import Koa from 'koa'
+import type { AdaptiveConcurrencyOptions, AdaptiveGate, Priority } from '../../packages/core/src/adapter'
+import { adaptiveConcurrency as expressAdaptive } from '../../packages/express/src/adaptive'
+import { adaptiveConcurrency as fastifyAdaptive } from '../../packages/fastify/src/adaptive'
+import { adaptiveConcurrency as koaAdaptive } from '../../packages/koa/src/adaptive'
+
+// Over real HTTP on each framework: a fixed limit of 4 in flight and a queue of 2, handlers that run until
+// the test lets them end. No timing decides anything: the order of events does.
+
+type Serve = (
+  options: AdaptiveConcurrencyOptions<never>,
+  handle: (name: string) => Promise<void>,
+) => Promise<{ url: string; gate: AdaptiveGate; close: () => Promise<void> }>
+
+const priorityOf = (headers: Record<string, string | string[] | undefined>): Priority =>
+  (headers['x-priority'] as Priority | undefined) ?? 'normal'
+
+const frameworks: Record<string, Serve> = {
+  express: async (options, handle) => {
+    const app = express()
+    const mw = expressAdaptive({ ...options, priority: (req) => priorityOf(req.headers) })
+    app.use(mw)
+    app.get('/:name', async (req, res) => {
+      await handle(req.params.name!)
+      res.send('ok')
+    })
+    const server = app.listen(0, '127.0.0.1')
+    await new Promise((r) => server.once('listening', r))
+    const { port } = server.address() as AddressInfo
+    return { url: `http://127.0.0.1:${port}`, gate: mw.gate, close: () => new Promise((r) => server.close(() => r())) }
+  },
+  fastify: async (options, handle) => {
+    const app = Fastify()
+    const hook = fastifyAdaptive({ ...options, priority: (request) => priorityOf(request.headers) })
+    app.addHook('onRequest', hook)
+    app.get<{ Params: { name: string } }>('/:name', async (request) => {
+      await handle(request.params.name)
+      return 'ok'
+    })
+    const url = await app.listen({ port: 0, host: '127.0.0.1' })
+    return { url, gate: hook.gate, close: () => app.close() }
+  },
+  koa: async (options, handle) => {
+    const app = new Koa()
+    const mw = koaAdaptive({ ...options, priority: (ctx) => priorityOf(ctx.headers) })
+    app.use(mw)
+    app.use(async (ctx) => {
+      await handle(ctx.path.slice(1))
+      ctx.body = 'ok'
+    })
+    const server = app.listen(0, '127.0.0.1')
+    await new Promise((r) => server.once('listening', r))
+    const { port } = server.address() as AddressInfo
+    return { url: `http://127.0.0.1:${port}`, gate: mw.gate, close: () => new Promise((r) => server.close(() => r())) }
+  },
+}
+
+const until = async (check: () => boolean) => {
+  for (let i = 0; i < 500 && !check(); i++) await new Promise((r) => setTimeout(r, 10))
+  expect(check()).toBe(true)
+}
+
+describe.each(Object.keys(frameworks))('%s', (name) => {
+  test('past the limit and a full queue, the lowest class is shed with a 503; critical traffic is served first; every slot comes back', async () => {
+    const started: string[] = []
+    const waiting = new Map<string, () => void>()
+    const handle = (n: string) =>
+      new Promise<void>((resolve) => {
+        started.push(n)
+        waiting.set(n, resolve)
+      })
+    const options = { initialLimit: 4, minLimit: 4, maxLimit: 4, maxQueue: 2, queueTimeout: '30s', eventLoopUtilization: false } as const
+    const { url, gate, close } = await frameworks[name]!(options, handle)
+    try {
+      const get = (n: string, priority: Priority) => fetch(`${url}/${n}`, { headers: { 'x-priority': priority } })
+      const first = ['a', 'b', 'c', 'd'].map((n) => get(n, 'normal'))
+      await until(() => started.length === 4)
+      const s1 = get('s1', 'sheddable')
+      await until(() => gate.queueLength === 1)
+      const s2 = get('s2', 'sheddable')
+      await until(() => gate.queueLength === 2)
+      const critical = get('crit', 'critical')
+      // The queue was full: the oldest sheddable waiter gave its place to the critical request.
+      const shed = await s1
+      expect(shed.status).toBe(503)
+      expect(shed.headers.get('retry-after')).toBe('1')
+      expect(shed.headers.get('content-type')).toMatch(/application\/problem\+json/)
+      expect(await shed.json()).toMatchObject({ status: 503, title: 'Service Unavailable' })
+      expect(gate.shed).toEqual({ critical: 0, normal: 0, sheddable: 1 })
+      // One slot frees: the critical request takes it, ahead of the sheddable one that came before it.
+      waiting.get('a')!()
+      await until(() => started.length === 5)
+      expect(started[4]).toBe('crit')
+      for (const n of ['b', 'c', 'd', 'crit']) waiting.get(n)!()
+      await until(() => started.length === 6)
+      expect(started[5]).toBe('s2')
+      waiting.get('s2')!()
+      const answers = await Promise.all([...first, critical, s2])
+      expect(answers.map((r) => r.status)).toEqual([200, 200, 200, 200, 200, 200])
+      await until(() => gate.inflight === 0)
+    } finally {
+      await close()
+    }
+  })
+})
