@@ -1,11 +1,11 @@
 import type { AddressInfo } from 'node:net'
+import type { AdaptiveConcurrencyOptions, AdaptiveGate, Priority } from '@tollgate/core/adapter'
+import { adaptiveConcurrency as expressAdaptive } from '@tollgate/express'
+import { adaptiveConcurrency as fastifyAdaptive } from '@tollgate/fastify'
+import { adaptiveConcurrency as koaAdaptive } from '@tollgate/koa'
 import express from 'express'
 import Fastify from 'fastify'
 import Koa from 'koa'
-import type { AdaptiveConcurrencyOptions, AdaptiveGate, Priority } from '../../packages/core/src/adapter'
-import { adaptiveConcurrency as expressAdaptive } from '../../packages/express/src/adaptive'
-import { adaptiveConcurrency as fastifyAdaptive } from '../../packages/fastify/src/adaptive'
-import { adaptiveConcurrency as koaAdaptive } from '../../packages/koa/src/adaptive'
 
 // Over real HTTP on each framework: a fixed limit of 4 in flight and a queue of 2, handlers that run until
 // the test lets them end. No timing decides anything: the order of events does.

@@ -1,4 +1,5 @@
-import { Limiter, RedisStore, type Store, type StoreCall, TollgateError } from '@tollgate/core'
+import { Limiter, RedisStore, type Store, TollgateError } from '@tollgate/core'
+import type { StoreCall } from '@tollgate/core/store'
 import { keySlot } from '../../packages/core/src/stores/redis/slots'
 import { testPrefix } from '../harness/redis'
 import { ALGORITHMS, admitted, burstOfTwoUsers, TENANT_MAX, type TenantRequest, tenantLimiter, USER_MAX } from '../support/nested-keys'

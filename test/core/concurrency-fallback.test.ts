@@ -1,4 +1,5 @@
-import { Limiter, MemoryStore, type Store, type StoreCall } from '@tollgate/core'
+import { Limiter, MemoryStore, type Store } from '@tollgate/core'
+import type { StoreCall } from '@tollgate/core/store'
 
 // Algorithm "concurrency" when the store fails: the fallback continues from the slots the store last
 // reported (not from every slot it ever reported: slots free when requests end), and a request the

@@ -1,13 +1,5 @@
-import {
-  type AlgorithmName,
-  type Decision,
-  Limiter,
-  type LimitOptions,
-  type Logger,
-  MemoryStore,
-  type Store,
-  type StoreCall,
-} from '@tollgate/core'
+import { type AlgorithmName, type Decision, Limiter, type LimitOptions, type Logger, MemoryStore, type Store } from '@tollgate/core'
+import type { StoreCall } from '@tollgate/core/store'
 
 // The failure policy, on a store that can be made to fail: a MemoryStore presented as a remote one
 // (local: false), so the limiter treats it as Redis (circuit, fallback, mirroring). No Redis here:

@@ -1,4 +1,5 @@
-import { type Decision, Limiter, type LimiterOptions, MemoryStore, type Store, type StoreCall } from '@tollgate/core'
+import { type Decision, Limiter, type LimiterOptions, MemoryStore, type Store } from '@tollgate/core'
+import type { StoreCall } from '@tollgate/core/store'
 
 // limiter.wait when the store fails, holds a call, or throws: a MemoryStore presented as a remote one
 // (local: false), so the limiter treats it as Redis (deadline, failure policy, fallback). Real

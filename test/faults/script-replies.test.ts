@@ -1,4 +1,5 @@
-import { type AlgorithmName, type Duration, type LimitSpec, RedisStore, type StoreCall, type StoreResult } from '@tollgate/core'
+import { type AlgorithmName, type Duration, RedisStore } from '@tollgate/core'
+import type { LimitSpec, StoreCall, StoreResult } from '@tollgate/core/store'
 import { Redis } from 'ioredis'
 import type { RedisClientType } from 'redis'
 import { closeNodeRedis, newNodeRedisClient, quitClient, testPrefix } from '../harness/redis'

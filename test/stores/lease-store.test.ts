@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto'
-import { type LeaseRequest, type LimitSpec, RedisStore } from '@tollgate/core'
+import { RedisStore } from '@tollgate/core'
+import type { LeaseRequest, LimitSpec } from '@tollgate/core/store'
 import { Redis } from 'ioredis'
 import { keysWithoutTtl, quitClient, testPrefix } from '../harness/redis'
 import { useRedis } from '../harness/use-redis'

@@ -1,4 +1,5 @@
-import { Limiter, type LimitSpec, MemoryStore } from '@tollgate/core'
+import { Limiter, MemoryStore } from '@tollgate/core'
+import type { LimitSpec } from '@tollgate/core/store'
 
 // The memory store's fixed windows keep each client's cell from one window to the next:
 // a returning client's count starts again at 0 in the new window without a new entry, and the cells

@@ -8,6 +8,8 @@ import {
 } from '@tollgate/core/adapter'
 import type { NextFunction, Request, Response } from 'express'
 
+export type { AdaptiveConcurrencyOptions, Priority } from '@tollgate/core/adapter'
+
 export type AdaptiveConcurrencyMiddleware = ((req: Request, res: Response, next: NextFunction) => void) & {
   /** The gate behind the middleware: its limit, requests in flight, queue and refusals by class. */
   readonly gate: AdaptiveGate

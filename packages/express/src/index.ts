@@ -18,27 +18,7 @@ import { expressVisit } from './visits'
 // What an app needs from core, so it imports from this package alone: the stores, the error and its
 // codes, the limiter behind the middleware, and the types its options and decisions are made of.
 // Writing a store or another adapter takes @tollgate/core itself (its protocol types and ./testing).
-export {
-  type AlgorithmName,
-  type Decision,
-  type DecisionSource,
-  type Duration,
-  type HeaderStyle,
-  Limiter,
-  type LimiterOptions,
-  type LimitOptions,
-  type Logger,
-  MemoryStore,
-  type MemoryStoreOptions,
-  type Policy,
-  type RedisClientLike,
-  RedisStore,
-  type RedisStoreOptions,
-  type Store,
-  type StoreErrorPolicy,
-  TollgateError,
-  type TollgateErrorCode,
-} from '@tollgate/core'
+export * from '@tollgate/core'
 
 declare global {
   namespace Express {
@@ -181,3 +161,5 @@ export function RateLimit(options?: RateLimitOptions): MethodDecorator {
 
 const HINT =
   "give it Express's req and res as its first parameters (req, res, next), or as @Req() / @Res() parameters (routing-controllers, NestJS on platform-express). Under NestJS, @tollgate/nestjs is the way to limit controllers."
+
+export { type AdaptiveConcurrencyMiddleware, type AdaptiveConcurrencyOptions, adaptiveConcurrency, type Priority } from './adaptive'

@@ -1,6 +1,8 @@
 import { type AdaptiveConcurrencyOptions, AdaptiveFront, type AdaptiveGate, admitOn } from '@tollgate/core/adapter'
 import type { FastifyReply, FastifyRequest } from 'fastify'
 
+export type { AdaptiveConcurrencyOptions, Priority } from '@tollgate/core/adapter'
+
 export type AdaptiveConcurrencyHook = ((request: FastifyRequest, reply: FastifyReply) => Promise<FastifyReply | undefined>) & {
   /** The gate behind the hook: its limit, requests in flight, queue and refusals by class. */
   readonly gate: AdaptiveGate

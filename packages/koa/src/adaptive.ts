@@ -1,6 +1,8 @@
 import { type AdaptiveConcurrencyOptions, AdaptiveFront, type AdaptiveGate, admitOn } from '@tollgate/core/adapter'
 import type { Context, Next } from 'koa'
 
+export type { AdaptiveConcurrencyOptions, Priority } from '@tollgate/core/adapter'
+
 export type AdaptiveConcurrencyMiddleware = ((ctx: Context, next: Next) => Promise<void>) & {
   /** The gate behind the middleware: its limit, requests in flight, queue and refusals by class. */
   readonly gate: AdaptiveGate

@@ -1,27 +1,7 @@
 // What an app needs from core, so it imports from this package alone: the stores, the error and its
 // codes, the limiter behind the middleware, and the types its options and decisions are made of.
 // Writing a store or another adapter takes @tollgate/core itself (its protocol types and ./testing).
-export {
-  type AlgorithmName,
-  type Decision,
-  type DecisionSource,
-  type Duration,
-  type HeaderStyle,
-  Limiter,
-  type LimiterOptions,
-  type LimitOptions,
-  type Logger,
-  MemoryStore,
-  type MemoryStoreOptions,
-  type Policy,
-  type RedisClientLike,
-  RedisStore,
-  type RedisStoreOptions,
-  type Store,
-  type StoreErrorPolicy,
-  TollgateError,
-  type TollgateErrorCode,
-} from '@tollgate/core'
+export * from '@tollgate/core'
 export {
   type ClassOrMethodDecorator,
   type LimitLayer,

@@ -1,4 +1,5 @@
-import type { Store, StoreCall, StoreResult } from '@tollgate/core'
+import type { Store } from '@tollgate/core'
+import type { StoreCall, StoreResult } from '@tollgate/core/store'
 
 /**
  * A store as a third party writes one: counts in a Map, for the fixed window only (a store that counts
