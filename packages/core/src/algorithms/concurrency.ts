@@ -2,7 +2,7 @@ import type { LimitSpec } from '../types'
 import type { Algorithm } from './algorithm'
 import { type MemoryTwin, oneKeyPerLimit, type Verdict } from './protocol'
 import { LOG_REFUND_SCRIPT, SLOTS_ADMIT_SCRIPT } from './sliding-log'
-import { addEntry, removeAt, TimeLogs, trim } from './time-log'
+import { addEntry, removeAt, TimeLogs } from './time-log'
 import type { Windows } from './windows'
 
 /*
@@ -37,18 +37,7 @@ const SEED = 'seed:'
 
 function memory(windows: Windows): MemoryTwin {
   const sets = new TimeLogs(windows)
-  return sets.twin({
-    read(call, i, values) {
-      const { max, windowMs: w } = call.limits[i]!
-      const slots = sets.of(call, i)
-      const c = trim(slots, call.now - w)
-      values.push(c, c + call.cost > max ? (slots.times[c + call.cost - max - 1] ?? call.now) : call.now)
-      return c + call.cost <= max
-    },
-    write(call, i) {
-      const slots = sets.of(call, i)
-      for (let j = 1; j <= call.cost; j++) addEntry(slots, call.now, `${call.id}:${j}`)
-    },
+  return sets.twin(false, {
     seed(call, i, a, _b, admitted) {
       // Unlike a count in a window, slots held fall whenever requests end: the store's latest answer is
       // the best account of them, so it replaces the one seeded before. The slots this store admitted

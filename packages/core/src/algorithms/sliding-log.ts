@@ -2,7 +2,7 @@ import type { LimitSpec } from '../types'
 import type { Algorithm } from './algorithm'
 import { batchScript } from './batch-script'
 import { type MemoryTwin, oneKeyPerLimit, TTL_MARGIN_MS, type Verdict } from './protocol'
-import { addEntry, removeMember, TimeLogs, trim } from './time-log'
+import { addEntry, removeMember, TimeLogs } from './time-log'
 import type { Windows } from './windows'
 
 /*
@@ -162,17 +162,7 @@ return ARGV[3]`
 
 function memory(windows: Windows): MemoryTwin {
   const logs = new TimeLogs(windows)
-  return logs.twin({
-    read(call, i, values) {
-      const { max, windowMs: w } = call.limits[i]!
-      const log = logs.of(call, i)
-      const c = trim(log, call.now - w)
-      values.push(c, log.times[Math.max(0, c + call.cost - max - 1)] ?? call.now)
-      return c + call.cost <= max
-    },
-    write(call, i) {
-      for (let j = 1; j <= call.cost; j++) addEntry(logs.of(call, i), call.now, `${call.id}:${j}`)
-    },
+  return logs.twin(true, {
     seed(call, i, a, _b, admitted) {
       // The store's entries cannot be copied, only counted: the missing ones are added at `now`, so
       // they leave later than the store's would. The fallback then refuses a little longer, never admits more.

@@ -55,14 +55,26 @@ export class TimeLogs {
   }
 
   /**
-   * The memory twin over these logs: the algorithm's own read, write, seed and settle; the rest is the
-   * same for every time log (a refund removes the entries the call's id names).
+   * The memory twin over these logs, as the admit script (sliding-log.ts) reads and writes them: the numbers
+   * are the entries in the window and the time of the entry whose expiry frees enough room, or, when there
+   * is room, the oldest entry's time (`oldest`) or the call's; an admitted call adds an entry per unit, named
+   * by its id. The algorithm gives its own seed and settle; a refund removes the entries the call's id names.
    */
-  twin(own: Pick<MemoryTwin, 'read' | 'write' | 'seed' | 'settle'>): MemoryTwin {
+  twin(oldest: boolean, own: Pick<MemoryTwin, 'seed' | 'settle'>): MemoryTwin {
     const logs = this
     return {
-      read: own.read,
-      write: own.write,
+      read(call, i, values) {
+        const { max, windowMs } = call.limits[i]!
+        const log = logs.of(call, i)
+        const c = trim(log, call.now - windowMs)
+        const at = c + call.cost - max - 1
+        values.push(c, at >= 0 || oldest ? (log.times[Math.max(0, at)] ?? call.now) : call.now)
+        return c + call.cost <= max
+      },
+      write(call, i) {
+        const log = logs.of(call, i)
+        for (let j = 1; j <= call.cost; j++) addEntry(log, call.now, `${call.id}:${j}`)
+      },
       seed: own.seed,
       settle: own.settle,
       refund(call, i) {
