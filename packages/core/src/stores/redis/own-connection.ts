@@ -1,9 +1,10 @@
 import { channel } from 'node:diagnostics_channel'
-import { createConnection, type Socket } from 'node:net'
-import { connect as tlsConnect } from 'node:tls'
+import type { Socket } from 'node:net'
 import { FIXED_WINDOW_REPLIES, type FixedWindowCommand, fixedWindowCommands, type WindowWrite } from '../../algorithms/fixed-window'
 import { ReplyReader } from './resp-reader'
-import { describeReply, queuedReplyError, RedisProtocolError, type TransactionSender } from './transaction'
+import { describeReply, RedisProtocolError, type TransactionSender } from './transaction'
+import { command, DueReplies, EXEC, MULTI, type Pending, settle } from './wire-replies'
+import { type ClientOptions, connectLike, followable, ReopenBackoff, setupCommands, type WireClient } from './wire-setup'
 
 /*
  * The fixed window's MULTI/EXEC on a connection of the store's own (`transport: 'own-connection'`, opt-in).
@@ -49,48 +50,9 @@ import { describeReply, queuedReplyError, RedisProtocolError, type TransactionSe
  *   Connector are left on ioredis (the server they reach is theirs to find), as is every Cluster.
  */
 
-/** The part of a standalone ioredis client the connection reads: its settings, its state and its events. */
-interface WireClient {
-  readonly status?: string
-  readonly options?: ClientOptions
-  /** ioredis's current database (it follows `client.select()`); the settings' db when absent. */
-  readonly condition?: { readonly select?: unknown }
-  on(event: string, listener: () => void): unknown
-}
-
-interface ClientOptions {
-  host?: unknown
-  port?: unknown
-  path?: unknown
-  family?: unknown
-  tls?: unknown
-  username?: unknown
-  password?: unknown
-  db?: unknown
-  keyPrefix?: unknown
-  sentinels?: unknown
-  Connector?: unknown
-  connectTimeout?: unknown
-  keepAlive?: unknown
-}
-
 const commandTraces = channel('tracing:ioredis:command:start')
 const batchTraces = channel('tracing:ioredis:batch:start')
 
-/**
- * After this connection drops while the client stays ready: the first wait before reopening, and the
- * longest. Waiting is cheap, since the client carries the transactions meanwhile and only the fast
- * path's saving is forgone; a try on a path still silent is not, since every request on it waits out
- * its deadline.
- */
-const REOPEN_MIN_MS = 1000
-const REOPEN_MAX_MS = 30_000
-/**
- * A connection has proven itself, and the wait goes back to the shortest, once it still answers a
- * transaction this long after it became ready. As long as the longest wait: a path that drops the
- * connection more often than that keeps it at the longest wait, where its tries cost least.
- */
-const PROVEN_MS = REOPEN_MAX_MS
 /**
  * How long the connection may stay silent while a reply is due before it counts as lost. Far beyond
  * any round trip of these commands, and far below the minutes a kernel retransmits into a dead peer.
@@ -99,61 +61,16 @@ export const SILENT_MS = 1000
 
 const connections = new WeakMap<object, WireConnection | null>()
 
-/** RESP for one command; `args` ASCII-free or not, lengths in bytes. */
-function command(...args: string[]): string {
-  let out = `*${args.length}\r\n`
-  for (const arg of args) out += `$${Buffer.byteLength(arg)}\r\n${arg}\r\n`
-  return out
-}
-
-const MULTI = command('MULTI')
-const EXEC = command('EXEC')
-
-/**
- * A transaction (or the connection's setup) waiting for its replies, in the order they come. Every
- * reply but the last answers MULTI (OK) and a queued command (QUEUED), or a setup command (OK); the
- * last one (EXEC's, PING's) settles the promise.
- */
-class Pending {
-  next: Pending | undefined
-  resolve!: (value: unknown) => void
-  reject!: (error: unknown) => void
-  readonly promise: Promise<unknown>
-  /** Replies heard so far. */
-  heard = 0
-  /** Error replies before the last: refusals of queued commands (EXECABORT's previousErrors), a refused AUTH. */
-  errors: Error[] | undefined
-  /** MULTI was refused, so the commands after it ran outside a transaction and their replies are not QUEUED. */
-  outside = false
-  constructor(
-    readonly replies: number,
-    /** A MULTI and its queued commands, not setup commands. */
-    readonly transaction: boolean,
-    readonly sentAt: number,
-  ) {
-    this.promise = new Promise<unknown>((resolve, reject) => {
-      this.resolve = resolve
-      this.reject = reject
-    })
-  }
-}
-
 export class WireConnection implements TransactionSender {
   private socket: Socket | undefined
   /** The current socket connected (TCP, and TLS when set): from then on, a reply due and not heard counts as silence. */
   private connected = false
   /** The current socket answered its setup and its name: transactions may go on it. */
   private ready = false
-  /** When it became ready, for PROVEN_MS. */
-  private readyAt = 0
-  /** The current socket answered a transaction PROVEN_MS after it became ready. */
-  private proven = false
-  private head: Pending | undefined
-  private tail: Pending | undefined
-  /** The wait after the next drop (see REOPEN_MIN_MS). */
-  private backoffMs = REOPEN_MIN_MS
-  /** No connection opens before this, the end of the wait after the last drop, even when the client is ready again meanwhile. */
-  private quietUntil = 0
+  /** The replies due, in order (wire-replies.ts). */
+  private readonly due = new DueReplies()
+  /** When to reopen after a drop (wire-setup.ts). */
+  private readonly backoff = new ReopenBackoff()
   private reopenTimer: NodeJS.Timeout | undefined
   /** Redis refused the setup (AUTH, SELECT): not tried again until the client is ready again. */
   private refused = false
@@ -178,16 +95,7 @@ export class WireConnection implements TransactionSender {
   static of(client: object): WireConnection | undefined {
     let known = connections.get(client)
     if (known === undefined) {
-      const c = client as Partial<WireClient>
-      const options = c.options
-      const eligible =
-        typeof c.on === 'function' &&
-        options !== null &&
-        typeof options === 'object' &&
-        options.sentinels == null &&
-        options.Connector == null &&
-        (typeof options.path === 'string' || typeof options.port === 'number')
-      known = eligible ? new WireConnection(c as WireClient, options) : null
+      known = followable(client) ? new WireConnection(client, client.options) : null
       connections.set(client, known)
     }
     return known ?? undefined
@@ -240,14 +148,11 @@ export class WireConnection implements TransactionSender {
 
   /** A transaction here missed its deadline while replies are due: the connection counts as lost. */
   missed(): void {
-    if (this.head !== undefined) this.socket?.destroy(new Error('a transaction on it missed its deadline'))
+    if (this.due.head !== undefined) this.socket?.destroy(new Error('a transaction on it missed its deadline'))
   }
 
   private enqueue(replies: number, transaction: boolean): Pending {
-    const pending = new Pending(replies, transaction, Date.now())
-    if (this.tail === undefined) this.head = pending
-    else this.tail.next = pending
-    this.tail = pending
+    const pending = this.due.add(replies, transaction)
     this.watchdog ??= setTimeout(this.checkSilence, SILENT_MS).unref()
     return pending
   }
@@ -259,7 +164,7 @@ export class WireConnection implements TransactionSender {
 
   private readonly checkSilence = (): void => {
     this.watchdog = undefined
-    const waiting = this.head
+    const waiting = this.due.head
     if (waiting === undefined || this.socket === undefined) return
     // Until the socket connects, connectTimeout bounds the wait (open), as ioredis bounds its own.
     if (!this.connected) {
@@ -282,7 +187,7 @@ export class WireConnection implements TransactionSender {
    */
   private readonly clientReady = (): void => {
     this.refused = false
-    const wait = this.quietUntil - Date.now()
+    const wait = this.backoff.quietUntil - Date.now()
     if (wait > 0) this.reopenIn(wait)
     else this.open()
   }
@@ -298,21 +203,9 @@ export class WireConnection implements TransactionSender {
     this.reopenTimer = undefined
     if (this.socket !== undefined || this.client.status !== 'ready') return
     const o = this.options
-    const target: Record<string, unknown> =
-      typeof o.path === 'string' ? { path: o.path } : { port: o.port, host: o.host ?? 'localhost', family: o.family }
-    let socket: Socket
-    try {
-      // As ioredis connects: TLS whenever `tls` is set (a rediss:// URL sets it to true), its options over the target.
-      const tls = o.tls ? { ...target, ...(typeof o.tls === 'object' ? o.tls : {}) } : undefined
-      socket = tls === undefined ? createConnection(target as { port: number }) : tlsConnect(tls)
-    } catch {
-      return // the client's own connection stays in use
-    }
+    const socket = connectLike(o)
+    if (socket === undefined) return // the client's own connection stays in use
     this.socket = socket
-    socket.setNoDelay(true)
-    // On as ioredis turns it on for its own socket, with the client's `keepAlive` delay when it gives one.
-    socket.setKeepAlive(true, typeof o.keepAlive === 'number' && o.keepAlive > 0 ? o.keepAlive : 0)
-    socket.unref()
     const timeoutMs = typeof o.connectTimeout === 'number' && o.connectTimeout > 0 ? o.connectTimeout : 10_000
     const connectTimer = setTimeout(() => socket.destroy(new Error('connect timed out')), timeoutMs)
     connectTimer.unref()
@@ -336,18 +229,7 @@ export class WireConnection implements TransactionSender {
       clearTimeout(connectTimer)
       if (this.socket === socket) this.dropped(lastError)
     })
-    // Setup, pipelined: AUTH as the client authenticates, SELECT its db, then PING; then its name (below).
-    let setup = ''
-    let replies = 1
-    if (typeof o.password === 'string' && o.password !== '') {
-      setup += typeof o.username === 'string' && o.username !== '' ? command('AUTH', o.username, o.password) : command('AUTH', o.password)
-      replies++
-    }
-    if (this.db !== 0) {
-      setup += command('SELECT', String(this.db))
-      replies++
-    }
-    setup += command('PING')
+    const { setup, replies } = setupCommands(o, this.db)
     // Refused (a wrong password, a db it may not select): closed, and the client's own connection stays in use.
     const refuse = (): void => {
       clearTimeout(connectTimer)
@@ -370,7 +252,7 @@ export class WireConnection implements TransactionSender {
       const admit = (): void => {
         if (this.socket !== socket) return // closed before the answer: dropped() failed `named`
         this.ready = true
-        this.readyAt = Date.now()
+        this.backoff.ready(Date.now())
       }
       named.promise.then(admit, admit)
       socket.write(command('CLIENT', 'SETNAME', 'tollgate'))
@@ -383,22 +265,17 @@ export class WireConnection implements TransactionSender {
     this.socket = undefined
     this.connected = false
     this.ready = false
-    this.proven = false
     clearTimeout(this.watchdog)
     this.watchdog = undefined
     const error =
       cause instanceof RedisProtocolError
         ? cause
         : new Error(`Tollgate's Redis connection closed before the reply${cause === undefined ? '' : `: ${cause.message}`}`)
-    for (let p = this.head; p !== undefined; p = p.next) p.reject(error)
-    this.head = this.tail = undefined
+    this.due.failAll(error)
     // Not reopened from here when refused, or when the client is down too (Redis went away, or quit):
     // that drop is the client's outage, not this connection's path, and clientReady opens it again.
     if (this.refused || this.client.status !== 'ready' || this.reopenTimer !== undefined) return
-    const wait = this.backoffMs
-    this.backoffMs = Math.min(REOPEN_MAX_MS, wait * 2)
-    this.quietUntil = Date.now() + wait
-    this.reopenIn(wait)
+    this.reopenIn(this.backoff.dropped(Date.now()))
   }
 
   /** The client's connection closed (Redis went away, or `quit()`): this one closes with it, until the client is ready again. */
@@ -409,39 +286,10 @@ export class WireConnection implements TransactionSender {
   }
 
   private readonly onReply = (value: unknown): void => {
-    const pending = this.head
-    if (pending === undefined) {
-      this.onProtocolError(new RedisProtocolError(`${describeReply(value)} came when no reply was due`))
-      return
-    }
-    const position = pending.heard++
-    if (position < pending.replies - 1) {
-      if (value instanceof Error) {
-        if (position === 0) pending.outside = true
-        if (pending.errors === undefined) pending.errors = [value]
-        else pending.errors.push(value)
-        return
-      }
-      const mismatch = pending.outside
-        ? undefined
-        : pending.transaction
-          ? queuedReplyError(position, value)
-          : value === 'OK'
-            ? undefined
-            : new RedisProtocolError(`a setup command was answered ${describeReply(value)}, not OK`)
-      if (mismatch !== undefined) this.onProtocolError(mismatch)
-      return
-    }
-    this.head = pending.next
-    if (this.head === undefined) this.tail = undefined
-    if (!this.proven && pending.transaction && Date.now() - this.readyAt >= PROVEN_MS) {
-      this.proven = true
-      this.backoffMs = REOPEN_MIN_MS
-    }
-    if (value instanceof Error) {
-      if (pending.errors !== undefined) (value as Error & { previousErrors?: Error[] }).previousErrors = pending.errors
-      pending.reject(value)
-    } else pending.resolve(value)
+    const pending = this.due.hear(value, this.onProtocolError)
+    if (pending === undefined) return
+    if (pending.transaction) this.backoff.answered(Date.now())
+    settle(pending, value)
   }
 
   /** A reply this reader cannot follow, or one that does not fit its command: the connection can no longer be trusted. */
