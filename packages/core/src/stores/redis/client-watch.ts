@@ -1,4 +1,5 @@
 import type { FailureCauses } from './deadline'
+import { onePer } from './one-per'
 import {
   commandOf,
   commandsByAlgorithm,
@@ -226,17 +227,8 @@ class ClientWatch implements FailureCauses {
 
 function ignore(): void {}
 
-const watches = new WeakMap<object, ClientWatch>()
-
 /** The one watch of `client`, started on first call; see the comment at the top of this file. */
-export function watchClient(client: WatchedClient): FailureCauses {
-  let watch = watches.get(client)
-  if (watch === undefined) {
-    watch = new ClientWatch(client)
-    watches.set(client, watch)
-  }
-  return watch
-}
+export const watchClient: (client: WatchedClient) => FailureCauses = onePer((client: WatchedClient) => new ClientWatch(client))
 
 /**
  * A parameter's value in a CONFIG GET reply, as the client hands it over: a flat [name, value] array

@@ -1,6 +1,9 @@
 import { createHash } from 'node:crypto'
-import type { FixedWindowCommand, RedisTransactionLike } from '../../algorithms/fixed-window'
+import type { RedisTransactionLike } from '../../algorithms/fixed-window'
 import type { WatchedClient } from './client-watch'
+import { type StrangerNode, strangerNodes, Transaction } from './node-redis-transaction'
+import { type AnyNodeRedis, isNodeRedisCluster, type NodeRedisClientLike, type NodeRedisClusterLike } from './node-redis-types'
+import { onePer } from './one-per'
 import { keySlot } from './slots'
 
 /*
@@ -27,60 +30,9 @@ import { keySlot } from './slots'
  *   after which node-redis reconnects by itself, failing (never resending) what was in flight.
  */
 
-/** A node-redis transaction (`client.multi()`), v4, v5 or v6: the part RedisStore uses. */
-export interface NodeRedisMultiLike {
-  incrBy(key: string, increment: number): NodeRedisMultiLike
-  pExpire(key: string, milliseconds: number): NodeRedisMultiLike
-  exec(): Promise<unknown>
-}
-
-/** A node-redis client (`createClient()`, v4, v5 or v6), connected by its owner with `await client.connect()`. */
-export interface NodeRedisClientLike {
-  readonly isOpen: boolean
-  readonly isReady: boolean
-  sendCommand(args: string[]): Promise<unknown>
-  multi(): NodeRedisMultiLike
-  on(event: string, listener: (...args: unknown[]) => void): unknown
-}
-
-/** A node in a node-redis Cluster's slot map (`cluster.masters`, `cluster.slots[slot].master`). */
-export interface NodeRedisNodeLike {
-  readonly host: string
-  readonly port: number
-}
-
-/** A node-redis Cluster (`createCluster({ rootNodes })`, v4, v5 or v6), connected by its owner. */
-export interface NodeRedisClusterLike {
-  readonly isOpen: boolean
-  readonly masters: readonly NodeRedisNodeLike[]
-  readonly slots: ReadonlyArray<{ readonly master: NodeRedisNodeLike } | undefined>
-  sendCommand(firstKey: string | undefined, isReadonly: boolean | undefined, args: string[]): Promise<unknown>
-  multi(): NodeRedisMultiLike
-  nodeClient(node: never): Promise<NodeRedisClientLike> | NodeRedisClientLike
-  on(event: string, listener: (...args: unknown[]) => void): unknown
-}
-
-type AnyNodeRedis = NodeRedisClientLike | NodeRedisClusterLike
-
 /** A node-redis Cluster's internal slot map (v5's `_slots`; v4 keeps it private): `rediscover` is what it runs on MOVED. */
 interface SlotsInternals {
   rediscover?: (startWith: unknown) => Promise<void>
-}
-
-function isFunction(value: unknown): boolean {
-  return typeof value === 'function'
-}
-
-/** A node-redis Cluster: `sendCommand`, `masters` and `nodeClient`. */
-export function isNodeRedisCluster(client: object): client is NodeRedisClusterLike {
-  const c = client as Record<string, unknown>
-  return isFunction(c.sendCommand) && isFunction(c.multi) && isFunction(c.nodeClient) && 'masters' in client && 'isOpen' in client
-}
-
-/** A node-redis client or Cluster: `sendCommand`, `multi` and `isOpen` (ioredis has no `isOpen`). */
-export function isNodeRedis(client: object): client is AnyNodeRedis {
-  const c = client as Record<string, unknown>
-  return isFunction(c.sendCommand) && isFunction(c.multi) && 'isOpen' in client
 }
 
 /** SHA1 of a script, as EVALSHA names it. */
@@ -101,80 +53,6 @@ function withCommand(error: unknown, name: string, args: string[]): unknown {
     Object.defineProperty(error, 'command', { value: { name, args }, configurable: true })
   }
   return error
-}
-
-/** node-redis's MULTI replies as ioredis's [error, value] pairs; a MultiErrorReply carries every reply (`replies`). */
-function pairs(replies: unknown): Array<[Error | null, unknown]> | null {
-  if (replies === null) return null
-  const list = Array.isArray(replies) ? replies : [replies]
-  return list.map((reply): [Error | null, unknown] => (reply instanceof Error ? [reply, null] : [null, reply]))
-}
-
-/** node-redis's method for each command of fixedWindowCommands (fixed-window.ts). */
-const METHODS: Record<FixedWindowCommand, 'incrBy' | 'pExpire'> = { incrby: 'incrBy', pexpire: 'pExpire' }
-
-/**
- * The ioredis transaction shape over a node-redis MULTI, created at exec() (a Cluster routes it by its
- * first key; `asking`, sent to that Cluster node with ASKING first, after an ASK): the commands it was
- * given (fixedWindowCommands, through addFixedWindow), in order.
- */
-class Transaction implements RedisTransactionLike {
-  private readonly commands: Array<[command: FixedWindowCommand, key: string, argument: string]> = []
-  constructor(
-    private readonly client: AnyNodeRedis,
-    /** What the batcher refreshes the slot map through after a redirect (redirects.ts). */
-    readonly redis: NodeRedisAdapter,
-    private readonly asking?: NodeRedisNodeLike,
-  ) {}
-
-  incrby(key: string, increment: string): RedisTransactionLike {
-    this.commands.push(['incrby', key, increment])
-    return this
-  }
-
-  pexpire(key: string, milliseconds: string): RedisTransactionLike {
-    this.commands.push(['pexpire', key, milliseconds])
-    return this
-  }
-
-  exec(): Promise<Array<[Error | null, unknown]> | null> {
-    const node = this.asking
-    if (node === undefined) return this.execOn(this.client)
-    return Promise.resolve()
-      .then(() => (this.client as NodeRedisClusterLike).nodeClient(node as never))
-      .then((client) => {
-        // A client made for a node the cluster does not list must not keep the process alive.
-        if (strangerNodes.has(node)) (client as { unref?(): void }).unref?.()
-        // Queued back to back on the node's connection, with nothing between them: ASKING, then the
-        // MULTI, whose queued commands and EXEC Redis serves under ASKING's flag (redirects.ts).
-        // ASKING's own reply needs no look: without the flag, the transaction is refused and fails.
-        client.sendCommand(['ASKING']).catch(() => {})
-        return this.execOn(client)
-      })
-  }
-
-  private execOn(client: AnyNodeRedis): Promise<Array<[Error | null, unknown]> | null> {
-    const tx = client.multi()
-    for (const [command, key, argument] of this.commands) tx[METHODS[command]](key, Number(argument))
-    return tx.exec().then(
-      (replies) => pairs(this.raw(replies)),
-      (error: unknown) => {
-        const replies = (error as { replies?: unknown } | null)?.replies
-        if (Array.isArray(replies)) return pairs(this.raw(replies))
-        throw error
-      },
-    )
-  }
-
-  /**
-   * Redis's own replies where node-redis turned them into something else: v4 answers PEXPIRE with a
-   * boolean (v5 and v6 with Redis's integer). Only that, at PEXPIRE's places: any other reply is checked
-   * as Redis sent it (batcher.ts), so a reply that fits no command still fails as a protocol error.
-   */
-  private raw(replies: unknown): unknown {
-    if (!Array.isArray(replies)) return replies
-    return replies.map((reply, i) => (this.commands[i]?.[0] === 'pexpire' && typeof reply === 'boolean' ? Number(reply) : reply))
-  }
 }
 
 /**
@@ -368,35 +246,11 @@ export class NodeRedisAdapter implements WatchedClient {
   }
 }
 
-/**
- * A node the cluster does not list, as node-redis's `nodeClient` takes one: it makes the node's client
- * with the cluster's settings and keeps it in `client`.
- */
-interface StrangerNode {
-  readonly host: string
-  readonly port: number
-  readonly address: string
-  readonly readonly: false
-  client?: { destroy?(): void; disconnect?(): unknown; unref?(): void }
-}
-
-/** The StrangerNodes made (askingTransaction), told apart from the cluster's own nodes. */
-const strangerNodes = new WeakSet<object>()
-
 /** How long a client for a node the cluster does not list is kept after its last ASK. */
 const ASK_IDLE_MS = 10_000
 
 /** How long after a reset of a connection another is not sent: one desync fails many calls, one QUIT resets it. */
 const RESET_PAUSE_MS = 1000
 
-const adapters = new WeakMap<object, NodeRedisAdapter>()
-
 /** The one adapter of a node-redis client or Cluster. */
-export function nodeRedisAdapter(client: AnyNodeRedis): NodeRedisAdapter {
-  let adapter = adapters.get(client)
-  if (adapter === undefined) {
-    adapter = new NodeRedisAdapter(client)
-    adapters.set(client, adapter)
-  }
-  return adapter
-}
+export const nodeRedisAdapter = onePer((client: AnyNodeRedis) => new NodeRedisAdapter(client))
