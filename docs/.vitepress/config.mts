@@ -42,6 +42,7 @@ export default defineConfig({
           { text: 'Redis and Redis Cluster', link: '/guides/redis' },
           { text: 'When Redis fails', link: '/guides/failures' },
           { text: 'Quota leasing', link: '/guides/leasing' },
+          { text: 'Protecting the service', link: '/guides/adaptive-concurrency' },
           { text: 'Proxies and client IPs', link: '/guides/proxies' },
           { text: 'Algorithms: how to choose', link: '/guides/algorithms' },
           { text: 'Lockouts and lists', link: '/guides/lockouts-and-lists' },
