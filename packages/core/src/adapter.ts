@@ -105,7 +105,7 @@ export function createGate<Req, Res, Extra = undefined>(
 
 const refused = (): false => false
 
-export { AdaptiveFront, admitOn, type ClosingResponse, Permit, type ShedResponse } from './adaptive/front'
+export { AdaptiveFront, admitOn, type ClosingResponse, nodeMiddleware, Permit, type ShedResponse } from './adaptive/front'
 export type { AdaptiveGate, Priority } from './adaptive/gate'
 export type { LimitAlgorithmName } from './adaptive/limits'
 export type { AdaptiveConcurrencyOptions } from './adaptive/options'

@@ -1,11 +1,4 @@
-import {
-  type AdaptiveConcurrencyOptions,
-  AdaptiveFront,
-  type AdaptiveGate,
-  admitOn,
-  isThenable,
-  type ShedResponse,
-} from '@tollgate/core/adapter'
+import { type AdaptiveConcurrencyOptions, AdaptiveFront, type AdaptiveGate, nodeMiddleware } from '@tollgate/core/adapter'
 import type { NextFunction, Request, Response } from 'express'
 
 export type { AdaptiveConcurrencyOptions, Priority } from '@tollgate/core/adapter'
@@ -22,22 +15,5 @@ export type AdaptiveConcurrencyMiddleware = ((req: Request, res: Response, next:
  */
 export function adaptiveConcurrency(options?: AdaptiveConcurrencyOptions<Request>): AdaptiveConcurrencyMiddleware {
   const front = new AdaptiveFront<Request>(options)
-  const middleware = (req: Request, res: Response, next: NextFunction) => {
-    let answer: ReturnType<typeof admitOn<Request>>
-    try {
-      answer = admitOn(front, req, res)
-    } catch (error) {
-      return next(error)
-    }
-    if (isThenable(answer)) answer.then((a) => (a === true ? next() : shed(res, a)), next)
-    else if (answer === true) next()
-    else shed(res, answer)
-  }
-  return Object.assign(middleware, { gate: front.gate })
-}
-
-function shed(res: Response, answer: ShedResponse): void {
-  res.status(answer.status)
-  for (const name in answer.headers) res.setHeader(name, answer.headers[name]!)
-  res.end(answer.body)
+  return Object.assign(nodeMiddleware<Request, Response>(front), { gate: front.gate })
 }

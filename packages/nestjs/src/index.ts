@@ -2,6 +2,7 @@
 // codes, the limiter behind the middleware, and the types its options and decisions are made of.
 // Writing a store or another adapter takes @tollgate/core itself (its protocol types and ./testing).
 export * from '@tollgate/core'
+export { type AdaptiveConcurrencyMiddleware, type AdaptiveConcurrencyOptions, adaptiveConcurrency, type Priority } from './adaptive'
 export {
   type ClassOrMethodDecorator,
   type LimitLayer,

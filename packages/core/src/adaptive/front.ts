@@ -59,6 +59,40 @@ export function admitOn<Req>(
   return held(answer, raw)
 }
 
+/** What of Node's response a shed request is written to. */
+export interface WritableResponse extends ClosingResponse {
+  statusCode: number
+  setHeader(name: string, value: string): unknown
+  end(body: string): unknown
+}
+
+/**
+ * The `(req, res, next)` middleware of the frameworks on Node's http that take one (Express, and Nest on
+ * either platform): a permitted request goes on (`next()`), a shed one gets its 503 here, an error of the
+ * `priority` function goes to `next(error)`.
+ */
+export function nodeMiddleware<Req, Res extends WritableResponse>(
+  front: AdaptiveFront<Req>,
+): (req: Req, res: Res, next: (error?: unknown) => void) => void {
+  return (req, res, next) => {
+    let answer: true | ShedResponse | Promise<true | ShedResponse>
+    try {
+      answer = admitOn(front, req, res)
+    } catch (error) {
+      return next(error)
+    }
+    if (answer instanceof Promise) answer.then((a) => (a === true ? next() : writeShed(res, a)), next)
+    else if (answer === true) next()
+    else writeShed(res, answer)
+  }
+}
+
+function writeShed(res: WritableResponse, answer: ShedResponse): void {
+  res.statusCode = answer.status
+  for (const name in answer.headers) res.setHeader(name, answer.headers[name]!)
+  res.end(answer.body)
+}
+
 function held(answer: Permit | ShedResponse, raw: ClosingResponse): true | ShedResponse {
   if (!(answer instanceof Permit)) return answer
   raw.once('close', () => answer.release(raw.statusCode === 503))
