@@ -16,6 +16,7 @@ test('defaults: gradient2, a limit of 20 between 4 and 1000, tolerance 1.2, the 
     clock: undefined,
   })
   expect(priority).toBeUndefined()
+  expect(parseAdaptiveOptions().name).toBe('default')
 })
 
 test.each([
@@ -28,6 +29,8 @@ test.each([
   [{ queueTimeout: 'soon' }, /Invalid option "queueTimeout".*soon/],
   [{ priority: 'high' }, /Invalid option "priority".*high/],
   [{ maxQueue: -1 }, /Invalid option "maxQueue".*-1/],
+  [{ meterProvider: {} }, /Invalid option "meterProvider"/],
+  [{ name: '' }, /Invalid option "name"/],
   [{ queueTimout: '10ms' }, /Unknown adaptiveConcurrency option "queueTimout"/],
 ])('%j is refused at construction, naming the option and the value', (options, message) => {
   expect(() => parseAdaptiveOptions(options as never)).toThrow(message)

@@ -1,4 +1,5 @@
 import { AdaptiveGate, Permit, type Priority, type Shed } from './gate'
+import { observeGate } from './metrics'
 import { type AdaptiveConcurrencyOptions, parseAdaptiveOptions, shedBody } from './options'
 
 /** What an adapter sends for a shed request. */
@@ -21,6 +22,7 @@ export class AdaptiveFront<Req> {
     const config = parseAdaptiveOptions(options)
     this.gate = new AdaptiveGate(config.gate)
     this.priority = config.priority
+    observeGate(this.gate, config.name, config.meterProvider)
   }
 
   /** The gate's answer for `req`: a permit, a shed response, or a promise of one of them. */

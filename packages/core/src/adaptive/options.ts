@@ -1,6 +1,7 @@
 import { type Duration, parseDuration } from '../duration'
 import { invalidOption, rejectUnknown } from '../errors'
 import { isPlainObject } from '../options/checks'
+import type { MeterProviderLike } from '../types'
 import type { AdaptiveGateConfig, Priority } from './gate'
 import type { LimitAlgorithmName } from './limits'
 
@@ -28,6 +29,10 @@ export interface AdaptiveConcurrencyOptions<Req = unknown> {
   interval?: Duration
   /** The unloaded latency is the lowest seen over this long. @default '30s' */
   baselineWindow?: Duration
+  /** The gate's name in its metrics (`tollgate.gate`). @default 'default' */
+  name?: string
+  /** Where its metrics go. @default the global MeterProvider of @opentelemetry/api, when one is registered */
+  meterProvider?: MeterProviderLike
 }
 
 const KNOWN = [
@@ -42,12 +47,16 @@ const KNOWN = [
   'priority',
   'interval',
   'baselineWindow',
+  'name',
+  'meterProvider',
 ]
 
 /** Validated options: the gate's config and the request's class. */
 export interface AdaptiveConfig<Req> {
   readonly gate: AdaptiveGateConfig
   readonly priority: ((req: Req) => Priority) | undefined
+  readonly name: string
+  readonly meterProvider: MeterProviderLike | undefined
 }
 
 /** Checks every option at construction: a bad one throws, naming it and its value. */
@@ -75,6 +84,9 @@ export function parseAdaptiveOptions<Req>(options: AdaptiveConcurrencyOptions<Re
   const elu = o.eventLoopUtilization ?? 0.95
   if (elu !== false && (typeof elu !== 'number' || !(elu > 0 && elu <= 1)))
     throw invalidOption('eventLoopUtilization', 'a number in (0, 1], or false', elu)
+  if (o.name !== undefined && (typeof o.name !== 'string' || o.name === '')) throw invalidOption('name', 'a non-empty string', o.name)
+  if (o.meterProvider !== undefined && typeof (o.meterProvider as { getMeter?: unknown } | null)?.getMeter !== 'function')
+    throw invalidOption('meterProvider', 'an OpenTelemetry MeterProvider', o.meterProvider)
   if (o.priority !== undefined && typeof o.priority !== 'function') throw invalidOption('priority', 'a function of the request', o.priority)
   return {
     gate: {
@@ -91,6 +103,8 @@ export function parseAdaptiveOptions<Req>(options: AdaptiveConcurrencyOptions<Re
       clock: Date.now,
     },
     priority: o.priority,
+    name: o.name ?? 'default',
+    meterProvider: o.meterProvider,
   }
 }
 
