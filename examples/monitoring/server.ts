@@ -12,7 +12,7 @@
 
 import { PrometheusExporter } from '@opentelemetry/exporter-prometheus'
 import { MeterProvider } from '@opentelemetry/sdk-metrics'
-import { MemoryStore, RedisStore, rateLimit, type Store } from '@tollgate/express'
+import { adaptiveConcurrency, MemoryStore, RedisStore, rateLimit, type Store } from '@tollgate/express'
 import express from 'express'
 
 const HOST = '127.0.0.1'
@@ -37,6 +37,8 @@ async function main(): Promise<void> {
   const app = express()
   // The demo sits behind a proxy on this host: the client IP comes from X-Forwarded-For sent by loopback only.
   app.set('trust proxy', 'loopback')
+  // The service's own protection first: it sheds the lowest class when the service is overloaded.
+  app.use(adaptiveConcurrency({ name: 'api', meterProvider, priority: (req) => (req.path === '/login' ? 'critical' : 'normal') }))
   app.use(rateLimit({ max: 20, window: '1s', name: 'api', store: shared, meterProvider }))
   app.post('/login', rateLimit({ max: 5, window: '1m', name: 'login', prefix: 'tg:login:', store: shared, meterProvider }), (_req, res) => {
     res.json({ ok: true })
