@@ -26,6 +26,10 @@ export const SUBCOMMANDS = {
   profile: { script: 'profile.mjs', what: "a case's server time per request by function, under load (needs linux-perf)" },
   corun: { script: 'corun.mjs', what: "two cases' servers on one core in the same seconds: their ratio of req/s" },
   headline: { script: 'headline.mjs', what: "the README's headline table from a run's JSON (default bench/RESULTS.json)" },
+  overload: {
+    script: 'overload.mjs',
+    what: 'a service offered 3× its capacity, halved mid-run: no protection, a static cap, under-pressure, adaptive concurrency (~5 min; --quick ~1.5 min)',
+  },
   lease: {
     script: 'lease.mjs',
     what: 'quota leasing under one hot key: 4 processes, a 1 ms delay proxy to Redis (~4-5 min; --quick ~1.5 min)',

@@ -111,9 +111,14 @@ export class AdaptiveGate {
     this.elu = config.eventLoopUtilization === undefined ? undefined : eluNow()
   }
 
-  /** The current limit on requests in flight (a whole number; lower during a probe interval). */
+  /** The current limit on requests in flight (a whole number; lower during a probe, but for critical requests). */
   get limit(): number {
-    return Math.floor(this.probe > 0 ? Math.max(this.config.minLimit, this.limitValue * PROBE_SHARE) : this.limitValue)
+    return this.limitFor(0)
+  }
+
+  /** The limit for requests of rank `r`: a probe holds back the other classes, never critical traffic. */
+  private limitFor(r: number): number {
+    return Math.floor(this.probe > 0 && r < 2 ? Math.max(this.config.minLimit, this.limitValue * PROBE_SHARE) : this.limitValue)
   }
 
   /** The latency without load the limit is measured against, ms (0 before the first interval). */
@@ -135,12 +140,14 @@ export class AdaptiveGate {
   /** A permit now, or a promise of one or of a refusal. */
   acquire(priority: Priority): Permit | Promise<Permit | Shed> | Shed {
     const now = this.config.clock()
-    if (this.queued === 0 && this.inflight < this.limit) return this.admit(priority, now, now)
-    const max = this.config.maxQueue ?? Math.max(1, this.limit)
+    if (this.queued === 0 && this.inflight < this.limitFor(rank(priority))) return this.admit(priority, now, now)
+    const max = this.config.maxQueue ?? Math.max(1, this.limitFor(2))
     if (this.queued >= max && !this.displace(rank(priority))) return this.refuse(priority, 'full')
     return new Promise<Permit | Shed>((resolve) => {
       const waiter: Waiter = { priority, since: now, resolve, timer: undefined }
-      waiter.timer = setTimeout(() => this.expire(waiter), this.queueTimeout())
+      // Critical requests are served first, so one waits only while every slot is taken: half as long again
+      // lets most of a round of slots free up for them.
+      waiter.timer = setTimeout(() => this.expire(waiter), priority === 'critical' ? 1.5 * this.queueTimeout() : this.queueTimeout())
       waiter.timer.unref?.()
       this.queues[rank(priority)]!.push(waiter)
       this.queued++
@@ -206,9 +213,9 @@ export class AdaptiveGate {
 
   /** Gives free slots to waiters: the highest class first, the newest first within it. */
   private drain(now: number): void {
-    for (let r = 2; r >= 0 && this.inflight < this.limit; r--) {
+    for (let r = 2; r >= 0; r--) {
       const queue = this.queues[r]!
-      while (queue.length > 0 && this.inflight < this.limit) {
+      while (queue.length > 0 && this.inflight < this.limitFor(r)) {
         const waiter = queue.pop()!
         this.queued--
         clearTimeout(waiter.timer)
@@ -228,7 +235,7 @@ export class AdaptiveGate {
     const window = this.config.baselineWindowMs
     while (this.unqueued.length > 0 && this.unqueued[0]!.at < now - window) this.unqueued.shift()
     const meanMs = this.count > 0 ? this.sumMs / this.count : this.lastMeanMs
-    const measured = this.probe === 1 || (this.probe === 0 && this.peak < this.limit) || this.unqueued.length === 0
+    const measured = this.probe === 1 || (this.probe === 0 && this.peak < this.limitFor(2)) || this.unqueued.length === 0
     if (this.count > 0 && measured) this.unqueued.push({ at: now, ms: meanMs })
     const probed = this.probe > 0
     if (this.probe > 0) this.probe--
