@@ -1,29 +1,10 @@
-import { describeValue, invalidOption, rejectUnknown, TollgateError } from '../errors'
-import { isCount, isPlainObject } from '../options/checks'
 import type { Config } from '../options/parse-options'
 import { type Decision, isThenable, type LimitSpec, type MaybePromise } from '../types'
 import type { CallScope } from './call-parts'
-import type { ScopeOptions } from './request-inputs'
+import { MAX_TIMER_MS } from './wait-arguments'
+import { asRefused, isFinal, untried } from './wait-refusals'
 
-/** What `limiter.wait(key, options)` takes: `consume`'s options (with `keys` and `hashTag` for limits with keys of their own), and how long to wait. */
-export interface WaitOptions extends ScopeOptions {
-  /** The longest the call waits, in ms: a whole number from 0 (one try, as `consume`) to 2147483647. */
-  maxWaitMs: number
-  /**
-   * Units this call uses.
-   * @default 1
-   */
-  cost?: number
-  /** Needed only when the limiter's `max` is a function, as `consume`'s third argument. */
-  max?: number
-  /** Aborting it ends the wait at once with a refused decision; an admission that lands after the abort is refunded. */
-  signal?: AbortSignal
-}
-
-const WAIT_OPTIONS = ['maxWaitMs', 'cost', 'max', 'signal', 'keys', 'hashTag'] as const
-
-/** The longest delay setTimeout honours: a longer one fires at once (with a warning), which would turn a wait into a loop. */
-const MAX_TIMER_MS = 2 ** 31 - 1
+export { type WaitOptions, waitArguments } from './wait-arguments'
 
 /**
  * What the waiting needs from its limiter: one ordinary count, the limits a count of `max` is decided by
@@ -201,7 +182,7 @@ export class Waiting {
   private answered(q: Queue, w: Waiter, d: Decision, more = true): void {
     q.trying = undefined
     q.last = d
-    const final = !d.allowed && this.final(d, w)
+    const final = !d.allowed && isFinal(d, w.cost, w.max, this.host)
     // The queue sleeps until the refusal says a try could pass; a final refusal says nothing of the
     // waiters behind (they may be cheaper, or the failure policy may admit them).
     if (!d.allowed && !final) q.nextTryAt = d.at + d.retryAfterMs
@@ -219,16 +200,6 @@ export class Waiting {
       }
     }
     if (more) this.pump(q)
-  }
-
-  /**
-   * A refusal that waiting cannot change: the failure policy's `deny` (returned as `consume` returns
-   * it), or a cost larger than a limit can ever admit.
-   */
-  private final(d: Decision, w: Waiter): boolean {
-    if (d.source === 'deny') return true
-    for (const limit of this.host.limitsOf(w.max)) if (w.cost > limit.burst) return true
-    return false
   }
 
   /** The head's sleep is over: try again (or sleep the rest, when the timer fired before the clock got there). */
@@ -301,71 +272,6 @@ export class Waiting {
    * limit it was. It was counted nowhere; `retryAfterMs` is the time left until the queue's next try.
    */
   private refused(last: Decision | undefined, key: string, cost: number, max: number, now: number): Decision {
-    if (last !== undefined) return asRefused(last, cost, now)
-    const limit = this.host.limitsOf(max)[0]!
-    return {
-      allowed: false,
-      limit: limit.max,
-      remaining: 0,
-      count: 0,
-      resetAt: now,
-      retryAfterMs: 0,
-      at: now,
-      key,
-      policy: limit.policy,
-      source: 'store',
-      cost,
-    }
+    return last === undefined ? untried(this.host.limitsOf(max)[0]!, key, cost, now) : asRefused(last, cost, now)
   }
-}
-
-function asRefused(d: Decision, cost: number, now: number): Decision {
-  const retryAfterMs = d.allowed ? 0 : Math.max(1, d.at + d.retryAfterMs - now)
-  const refused: Decision = {
-    allowed: false,
-    limit: d.limit,
-    remaining: 0,
-    count: d.count,
-    resetAt: Math.max(d.resetAt, now + retryAfterMs),
-    retryAfterMs,
-    at: now,
-    key: d.key,
-    policy: d.policy,
-    source: d.source,
-    cost,
-  }
-  if (d.limits !== undefined) refused.limits = d.limits.map((l) => asRefused(l, cost, now))
-  return refused
-}
-
-/** The arguments of `limiter.wait`, checked before anything is queued: each problem names the argument and the value. */
-export function waitArguments(
-  key: unknown,
-  options: unknown,
-): { cost: number; max: number | undefined; maxWaitMs: number; signal?: AbortSignal; scope: ScopeOptions } {
-  if (typeof key !== 'string' || key.length === 0) {
-    throw new TollgateError(`Invalid argument "key" of wait(): expected a non-empty string, got ${describeValue(key)}`, 'TG_INVALID_OPTION')
-  }
-  if (!isPlainObject(options)) {
-    throw new TollgateError(
-      `Invalid argument "options" of wait(): expected an object with maxWaitMs, got ${describeValue(options)}`,
-      'TG_INVALID_OPTION',
-    )
-  }
-  rejectUnknown('wait()', options, WAIT_OPTIONS, (name) => (/^maxwait/i.test(name) ? 'maxWaitMs' : undefined))
-  const { maxWaitMs, cost = 1, max, signal, keys, hashTag } = options
-  if (!isCount(maxWaitMs) || maxWaitMs > MAX_TIMER_MS) {
-    throw invalidOption('maxWaitMs', `a whole number of ms from 0 to ${MAX_TIMER_MS}`, maxWaitMs)
-  }
-  if (!isCount(cost)) throw invalidOption('cost', 'a whole number ≥ 0', cost)
-  if (max !== undefined && !isCount(max)) throw invalidOption('max', 'a whole number ≥ 0', max)
-  if (signal !== undefined && !isAbortSignal(signal)) throw invalidOption('signal', 'an AbortSignal', signal)
-  return { cost, max, maxWaitMs, signal, scope: { keys, hashTag } as ScopeOptions }
-}
-
-function isAbortSignal(value: unknown): value is AbortSignal {
-  if (value instanceof AbortSignal) return true
-  // A signal of another realm (a vm context, a polyfill) has the same shape.
-  const s = value as Partial<AbortSignal> | null
-  return typeof s === 'object' && s !== null && typeof s.aborted === 'boolean' && typeof s.addEventListener === 'function'
 }
