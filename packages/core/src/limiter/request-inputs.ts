@@ -5,6 +5,9 @@ import { clientKey, ipKey, UNKNOWN_CLIENT_KEY } from '../keys'
 import type { Config } from '../options/parse-options'
 import { type AdapterHooks, type Decision, isThenable, type MaybePromise } from '../types'
 import type { CallScope } from './call-parts'
+import { type ScopeOptions, scopeOf } from './scope-options'
+
+export type { ScopeOptions } from './scope-options'
 
 /** Requests all diagnosed before diagnosing only one in DIAGNOSE_EVERY (a power of two). */
 const DIAGNOSE_ALL = 1024
@@ -20,16 +23,6 @@ export interface RequestDecider {
   deny(clientKey: string, max: number): Decision
   /** A request's keys when limits have keys of their own (CallParts.scope). */
   scope(clientKey: string, own: readonly (string | undefined)[], tag: string | undefined): CallScope
-}
-
-/**
- * The keys `consume`, `peek` and `reset` take, outside HTTP, for limits with keys of their own:
- * `keys[i]` is limit i's key, where `limits[i]` has a `key` (the others count under the call's key),
- * and `hashTag` the hash tag, where the limiter has a `hashTag` option.
- */
-export interface ScopeOptions {
-  keys?: Readonly<Record<number, string | undefined>>
-  hashTag?: string
 }
 
 /**
@@ -171,44 +164,9 @@ export class RequestInputs<Req> {
     return Promise.all(inputs.map((v, i) => Promise.resolve(v).catch((e) => Promise.reject(this.requestError(names[i]!, e))))).then(decide)
   }
 
-  /**
-   * The keys of a `consume`, `peek` or `reset` call (ScopeOptions) of a limiter whose limits have keys
-   * of their own, undefined for any other limiter. `partial` (reset) lets keys be left out: the limits
-   * whose keys were given are then listed in `only`.
-   */
+  /** The keys of a `consume`, `peek` or `reset` call, undefined for a limiter whose limits have no keys of their own (scope-options.ts). */
   scopeOf(callKey: string, options: ScopeOptions | undefined, partial = false): { scope?: CallScope; only?: number[] } {
-    const c = this.config
-    const keys = options?.keys
-    const hashTag = options?.hashTag
-    if (c.limitKeys === undefined) {
-      if (keys !== undefined) throw usage('keys', "this limiter's limits have no key of their own (limits[i].key)")
-      if (hashTag !== undefined) throw usage('hashTag', 'this limiter has no hashTag option')
-      return {}
-    }
-    if (keys !== undefined && (keys === null || typeof keys !== 'object')) throw usage('keys', 'expected an array of keys, one per limit')
-    let tag: string | undefined
-    if (c.hashTag !== undefined) {
-      if (typeof hashTag !== 'string' || hashTag.length === 0)
-        throw usage('hashTag', `this limiter has a hashTag option: pass the hash tag, got ${describeValue(hashTag)}`)
-      tag = clientKey(hashTag)
-    } else if (hashTag !== undefined) throw usage('hashTag', 'this limiter has no hashTag option')
-    const own: (string | undefined)[] = []
-    const only: number[] = []
-    c.limitKeys.forEach((fn, i) => {
-      const given = keys?.[i]
-      if (fn === undefined) {
-        if (given !== undefined) throw usage(`keys[${i}]`, `limits[${i}] has no key of its own: it counts under the call's key`)
-        own.push(undefined)
-        only.push(i)
-      } else if (given === undefined && partial) own.push(callKey)
-      else if (typeof given !== 'string' || given.length === 0) {
-        throw usage(`keys[${i}]`, `limits[${i}] has a key of its own: pass it as keys[${i}], got ${describeValue(given)}`)
-      } else {
-        own.push(clientKey(given))
-        only.push(i)
-      }
-    })
-    return { scope: this.decider.scope(callKey, own, tag), ...(partial ? { only } : {}) }
+    return scopeOf(this.config, this.decider, callKey, options, partial)
   }
 
   /** A window a `window` function returned, in ms (parsed once per distinct value). */
@@ -317,9 +275,4 @@ export class RequestInputs<Req> {
     this.diagnosing = false
     if (problem !== null) this.warnOnce('diagnose', `Tollgate: ${problem}`)
   }
-}
-
-/** A `consume`, `peek` or `reset` call whose keys do not fit the limiter's limits. */
-function usage(name: string, problem: string): TollgateError {
-  return new TollgateError(`Argument "${name}": ${problem}`, 'TG_INVALID_REQUEST_VALUE')
 }

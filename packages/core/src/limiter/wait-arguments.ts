@@ -5,7 +5,7 @@
 
 import { describeValue, invalidOption, rejectUnknown, TollgateError } from '../errors'
 import { isCount, isPlainObject } from '../options/checks'
-import type { ScopeOptions } from './request-inputs'
+import type { ScopeOptions } from './scope-options'
 
 /** What `limiter.wait(key, options)` takes: `consume`'s options (with `keys` and `hashTag` for limits with keys of their own), and how long to wait. */
 export interface WaitOptions extends ScopeOptions {
