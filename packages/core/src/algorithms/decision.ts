@@ -99,11 +99,10 @@ function combine(n: number, key: string, keys: readonly string[] | undefined, at
   return { ...decisive(all), key, limits: all }
 }
 
-/** The decision for a client on the deny list: refused with no wait to suggest, counted nowhere. */
-export function deniedDecision(limit: LimitSpec, key: string, now: number): Decision {
+/** A refusal that counted nothing and suggests no wait: nothing used, nothing left, reset now. */
+export function emptyRefusal(limit: LimitSpec, key: string, now: number, source: DecisionSource, cost: number): Decision {
   return {
     allowed: false,
-    denied: true,
     limit: limit.max,
     remaining: 0,
     count: 0,
@@ -112,7 +111,14 @@ export function deniedDecision(limit: LimitSpec, key: string, now: number): Deci
     at: now,
     key,
     policy: limit.policy,
-    source: 'denyList',
-    cost: 0,
+    source,
+    cost,
   }
+}
+
+/** The decision for a client on the deny list: refused with no wait to suggest, counted nowhere. */
+export function deniedDecision(limit: LimitSpec, key: string, now: number): Decision {
+  const decision = emptyRefusal(limit, key, now, 'denyList', 0)
+  decision.denied = true
+  return decision
 }

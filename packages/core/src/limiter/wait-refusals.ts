@@ -1,3 +1,4 @@
+import { emptyRefusal } from '../algorithms/decision'
 import type { Decision, LimitSpec } from '../types'
 
 /*
@@ -18,19 +19,7 @@ export function isFinal(d: Decision, cost: number, max: number, host: { limitsOf
 
 /** A wait's refusal when its queue has no decision yet: it says only which limit it was. */
 export function untried(limit: LimitSpec, key: string, cost: number, now: number): Decision {
-  return {
-    allowed: false,
-    limit: limit.max,
-    remaining: 0,
-    count: 0,
-    resetAt: now,
-    retryAfterMs: 0,
-    at: now,
-    key,
-    policy: limit.policy,
-    source: 'store',
-    cost,
-  }
+  return emptyRefusal(limit, key, now, 'store', cost)
 }
 
 /** The queue's last decision `d` as of `now`, refused, with this wait's cost; `retryAfterMs` is the time left until the queue's next try. */
