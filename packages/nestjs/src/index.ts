@@ -1,6 +1,7 @@
-// What an app needs from core, so it imports from this package alone: the stores, the error and its
-// codes, the limiter behind the middleware, and the types its options and decisions are made of.
-// Writing a store or another adapter takes @tollgate/core itself (its protocol types and ./testing).
+// Core's main entry is what an app uses (the stores, the error and its codes, the limiter behind the
+// middleware, the types its options and decisions are made of), so all of it is re-exported and an app
+// imports from this package alone. A store author imports @tollgate/core/store, an adapter author
+// @tollgate/core/adapter.
 export * from '@tollgate/core'
 export { type AdaptiveConcurrencyMiddleware, type AdaptiveConcurrencyOptions, adaptiveConcurrency, type Priority } from './adaptive'
 export {
