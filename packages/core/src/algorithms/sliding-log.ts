@@ -13,13 +13,11 @@ import type { Windows } from './windows'
  */
 
 /**
- * The member at the head of a log that says until when its TTL runs: `~<epoch ms>`, scored −inf so it
- * sorts before every entry (scored by their times) and one read of the first members gives it and the
- * oldest entry. Its time is in its name, not its score: Redis formats every score it replies as text,
- * and a −inf costs nothing to format. A log's TTL is then set about once a window, when the newest entry
- * would outlive it, rather than at every request: it is set two windows (plus the margin) ahead.
+ * How far ahead a log's TTL is set when it must move on: two windows plus the margin, so it moves about
+ * once a window (when the newest entry would outlive it, read with PTTL), not at every request. A log
+ * written by an earlier version holds a marker of its TTL scored −inf; the first removal drops it.
  */
-const ARMED = '~'
+const TTL_AHEAD = (w: string) => `2 * ${w} + ${TTL_MARGIN_MS}`
 
 /**
  * Numbers given to Redis as integer text where they are whole: Lua turns a number into text with
@@ -27,6 +25,7 @@ const ARMED = '~'
  * share their times and windows, so each text is made once per script run (`texts`).
  */
 const LUA_TEXT = `
+local UNITS = {':1', ':2', ':3', ':4'}
 local texts = {}
 local function text(x)
   local t = texts[x]
@@ -39,18 +38,21 @@ end`
 
 /**
  * One call of a batch (batchScript) on sorted sets of entries `<call id>:<unit>` scored by time, one per
- * limit, behind the ARMED marker; the concurrency algorithm runs the same (its window is a slot's longest
- * hold; `oldest`: whether the reply carries the oldest entry's time when the log has room, which the
- * concurrency algorithm does not read). Entries older than the window leave first (a range removal that
- * finds none is the cheapest of reads), then the count, then the head (the marker, the oldest entry).
- * The entry of the slot that frees enough room is read only when the log is that full. Exactly once
- * (protocol.ts): an earlier run of this batch that admitted the call left its entries, so the call's
- * first entry is already there when it is added again (ZADD NX adds none), or, when the log is full now,
- * found by ZSCORE; either way nothing is added again and the call is answered admitted. The writes: a log
- * about to be made is checked for PEXPIRE first (acl_check_cmd, which writes nothing, as luaHashWrites
- * does), then ZADD, the first write (refused at maxmemory before anything is written), then, when the TTL
- * must move on, the new marker, the old one's removal and PEXPIRE, so no refusal can leave a log without
- * a TTL.
+ * limit; the concurrency algorithm runs the same (its window is a slot's longest hold; `oldest`: whether
+ * the reply carries the oldest entry's time when the log has room, which the concurrency algorithm does
+ * not read). Entries older than the window leave first (a range removal that finds none is the cheapest
+ * of reads), then the count, then, only when the reply needs it, the time of one entry: the one whose
+ * leaving frees enough room when the log is that full, else the oldest. Only the removal runs protected
+ * (try): a key of another type fails there, this call alone, and the reads after it run only on a sorted
+ * set or on nothing, as plain calls (a protected call and its check cost about as much as a small
+ * command). Every read replies a number or one entry: a reply of several entries, or a score, costs Redis
+ * more to format and the script more to read than a command. Exactly once (protocol.ts): an earlier run
+ * of this batch that admitted the call left its entries, so the call's first entry is already there when
+ * it is added again (ZADD NX adds none), or, when the log is full now, found by ZSCORE; either way nothing
+ * is added again and the call is answered admitted. The writes: a log about to be made is checked for
+ * PEXPIRE first (acl_check_cmd, which writes nothing, as luaHashWrites does), then ZADD, the first write
+ * (refused at maxmemory before anything is written), then PEXPIRE when the TTL must move on, so no
+ * refusal can leave a log without a TTL.
  */
 function logAdmitScript(oldest: boolean): string {
   return batchScript(
@@ -58,55 +60,37 @@ function logAdmitScript(oldest: boolean): string {
     `for i = 1, n do
     local max, w = lims[lim + 3 * i - 2], lims[lim + 3 * i - 1]
     local key = KEYS[k + i]
-    try('ZREMRANGEBYSCORE', key, '0', text(now - w))
-    local c = try('ZCARD', key) or 0
-    local first
-    ttls[i], recs[i] = 0, false
-    if c > 0 then
-      local head = try('ZRANGE', key, '0', '${oldest ? 1 : 0}'${oldest ? ", 'WITHSCORES'" : ''}) or {}
-      local m = head[1]
-      if m and string.byte(m, 1) == 126 then
-        c, ttls[i], recs[i] = c - 1, tonumber(string.sub(m, 2)) or 0, m
-        ${oldest ? 'first = head[4]' : ''}
-      else
-        ${oldest ? 'first = head[2]' : ''}
-      end
-    end
-    fresh[i] = c == 0 and not recs[i]
+    local c = 0
+    if try('ZREMRANGEBYSCORE', key, '-inf', text(now - w)) then c = redis.call('ZCARD', key) end
+    fresh[i] = c == 0
     local idx = c + cost - max - 1
     local s = now
-    if idx > ${oldest ? 0 : -1} then
-      local at = text(recs[i] and idx + 1 or idx)
-      local r = try('ZRANGE', key, at, at, 'WITHSCORES') or {}
+    if idx >= 0 ${oldest ? 'or c > 0 ' : ''}then
+      local at = text(idx >= 0 and idx or 0)
+      local r = redis.call('ZRANGE', key, at, at, 'WITHSCORES')
       if r[2] then s = tonumber(r[2]) end
-    elseif first then
-      s = tonumber(first)
     end
     out[2 * i - 1] = c
     out[2 * i] = s
     if c + cost > max then code = 0 end
   end
-  if code == 0 and cost > 0 and not failed and try('ZSCORE', KEYS[k + 1], id .. ':1') then code = 2 end
+  if code == 0 and cost > 0 and not failed and redis.call('ZSCORE', KEYS[k + 1], id .. ':1') then code = 2 end
   if code == 1 and cost > 0 and not failed then
     for i = 1, n do
       if fresh[i] and not (redis.acl_check_cmd and redis.acl_check_cmd('PEXPIRE', KEYS[k + i], '1')) then
-        redis.call('PEXPIRE', KEYS[k + i], text(2 * lims[lim + 3 * i - 1] + ${TTL_MARGIN_MS}))
+        redis.call('PEXPIRE', KEYS[k + i], text(${TTL_AHEAD('lims[lim + 3 * i - 1]')}))
       end
     end
     for i = 1, n do
       local w = lims[lim + 3 * i - 1]
       local key = KEYS[k + i]
       local added = 0
-      for j = 1, cost do added = added + redis.call('ZADD', key, 'NX', nowText or text(now), id .. ':' .. j) end
+      for j = 1, cost do added = added + redis.call('ZADD', key, 'NX', nowText or text(now), id .. (UNITS[j] or ':' .. j)) end
       if i == 1 and added == 0 then
         code = 2
         break
       end
-      if ttls[i] < now + w + ${TTL_MARGIN_MS} then
-        redis.call('ZADD', key, '-inf', '${ARMED}' .. text(now + 2 * w + ${TTL_MARGIN_MS}))
-        if recs[i] then redis.call('ZREM', key, recs[i]) end
-        redis.call('PEXPIRE', key, text(2 * w + ${TTL_MARGIN_MS}))
-      end
+      redis.call('PEXPIRE', key, text(w + ${TTL_MARGIN_MS}))
     end
   end`,
     LUA_TEXT,
@@ -134,7 +118,7 @@ return ARGV[3]`
  * Settle (see "Settle" in protocol.ts), within one window length of the call: lower, removes the call's
  * last entries (`<id>:<actual + 1>` to `<id>:<estimate>`); higher, adds entries `<id>:<estimate + 1>` to
  * `<id>:<actual>` at the call's own time, so they leave the window with the call's, the TTL re-armed
- * first (two windows ahead, with the ARMED marker moved to match). Entries are named by the call id, so a
+ * first (two windows ahead). Entries are named by the call id, so a
  * settle sent twice adds or removes nothing more: no record is needed (its key, the last of KEYS, stays unwritten).
  */
 const SLIDING_LOG_SETTLE_SCRIPT = `
@@ -148,13 +132,9 @@ for i = 1, #KEYS - 1 do
     if actual < cost then
       for j = actual + 1, cost do redis.call('ZREM', KEYS[i], ARGV[3] .. ':' .. j) end
     elseif actual > cost then
-      local fresh = redis.call('PEXPIRE', KEYS[i], 2 * w + ${TTL_MARGIN_MS}) == 0
+      local fresh = redis.call('PEXPIRE', KEYS[i], ${TTL_AHEAD('w')}) == 0
       for j = cost + 1, actual do redis.call('ZADD', KEYS[i], now, ARGV[3] .. ':' .. j) end
-      local old = redis.call('ZRANGE', KEYS[i], 0, 0)[1]
-      local armed = '${ARMED}' .. string.format('%d', settled + 2 * w + ${TTL_MARGIN_MS})
-      redis.call('ZADD', KEYS[i], '-inf', armed)
-      if old and old ~= armed and string.byte(old, 1) == 126 then redis.call('ZREM', KEYS[i], old) end
-      if fresh then redis.call('PEXPIRE', KEYS[i], 2 * w + ${TTL_MARGIN_MS}) end
+      if fresh then redis.call('PEXPIRE', KEYS[i], ${TTL_AHEAD('w')}) end
     end
   end
 end
