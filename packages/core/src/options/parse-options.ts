@@ -1,14 +1,16 @@
-import { ALGORITHM_NAMES, ALGORITHMS } from '../algorithms'
 import { ClientList } from '../client-lists'
 import { type Duration, parseDuration } from '../duration'
 import { invalidOption, rejectUnknown, TollgateError } from '../errors'
 import { isPrefix } from '../keys'
 import type { AlgorithmName, HeaderStyle, LimitSpec, Logger, MaybePromise, MeterProviderLike, Store, StoreErrorPolicy } from '../types'
+import { CONCURRENCY_WINDOW_MS, parseAlgorithm } from './algorithm-option'
 import { checkPolicyName, countOrFunction, isPlainObject, optionalFunction } from './checks'
 import { type LeaseConfig, parseLease } from './lease-option'
 import type { LimiterOptions } from './limiter-options'
 import { type LimitKey, parseLimits } from './limits'
 import { guessOption } from './peer-names'
+import { parseResponseOptions } from './response-options'
+import { parseStore } from './store-option'
 
 /** Options after validation: every default filled in, frozen, never re-checked per request. */
 export interface Config<Req> {
@@ -97,10 +99,6 @@ const OPTION_KEYS = {
 } satisfies Record<keyof LimiterOptions, true>
 const CORE_KEYS = Object.keys(OPTION_KEYS)
 
-/** What every store must offer, whatever the algorithm (`increment` is an optional fast path). */
-const STORE_METHODS = ['admit', 'refund', 'forget'] as const
-
-const HEADER_STYLES = ['draft-6', 'draft-7', 'draft-8']
 const POLICIES = ['fallback', 'allow', 'deny']
 
 /**
@@ -126,40 +124,7 @@ export function parseOptions<Req>(
     throw invalidOption('prefix', 'a string of at most 128 characters without braces or spaces', prefix)
   }
 
-  let headers: HeaderStyle | false
-  if (o.headers === undefined || o.headers === true) headers = 'draft-8'
-  else if (o.headers === false) headers = false
-  else if (typeof o.headers === 'string' && HEADER_STYLES.includes(o.headers)) headers = o.headers as HeaderStyle
-  else throw invalidOption('headers', 'true, false, "draft-8", "draft-7" or "draft-6"', o.headers)
-
-  const headersOn = o.headersOn === undefined ? 'all' : o.headersOn
-  if (headersOn !== 'all' && headersOn !== 'allowed' && headersOn !== 'refused') {
-    throw invalidOption('headersOn', '"all", "allowed" or "refused"', headersOn)
-  }
-  if (o.refusalHeaders !== undefined && typeof o.refusalHeaders !== 'boolean')
-    throw invalidOption('refusalHeaders', 'true or false', o.refusalHeaders)
-  if (o.legacyHeaders !== undefined && typeof o.legacyHeaders !== 'boolean')
-    throw invalidOption('legacyHeaders', 'true or false', o.legacyHeaders)
-
-  const statusCode = o.statusCode === undefined ? 429 : o.statusCode
-  if (typeof statusCode !== 'number' || !Number.isInteger(statusCode) || statusCode < 400 || statusCode > 599) {
-    throw invalidOption('statusCode', 'an HTTP error status from 400 to 599', statusCode)
-  }
-
-  const denyStatusCode = o.denyStatusCode === undefined ? 403 : o.denyStatusCode
-  if (typeof denyStatusCode !== 'number' || !Number.isInteger(denyStatusCode) || denyStatusCode < 400 || denyStatusCode > 599) {
-    throw invalidOption('denyStatusCode', 'an HTTP error status from 400 to 599', denyStatusCode)
-  }
-
-  const message = o.message
-  for (const [name, value] of [
-    ['message', message],
-    ['denyMessage', o.denyMessage],
-  ] as const) {
-    if (value !== undefined && typeof value !== 'string' && typeof value !== 'function' && !isPlainObject(value)) {
-      throw invalidOption(name, 'a string, a plain object, or a function returning one', value)
-    }
-  }
+  const response = parseResponseOptions<Req>(o)
 
   const ipv6Subnet = o.ipv6Subnet === undefined ? 56 : o.ipv6Subnet
   if (ipv6Subnet !== false && (typeof ipv6Subnet !== 'number' || !Number.isInteger(ipv6Subnet) || ipv6Subnet < 1 || ipv6Subnet > 128)) {
@@ -187,33 +152,9 @@ export function parseOptions<Req>(
     throw invalidOption('logger', 'an object with warn() and error() methods, such as console', logger)
   }
 
-  const algorithm = o.algorithm === undefined ? 'fixed-window' : o.algorithm
-  if (typeof algorithm !== 'string' || !ALGORITHM_NAMES.includes(algorithm as AlgorithmName)) {
-    throw invalidOption('algorithm', ALGORITHM_NAMES.map((a) => `"${a}"`).join(', '), algorithm)
-  }
-  const takesBurst = ALGORITHMS[algorithm as AlgorithmName].burst
-  const releases = ALGORITHMS[algorithm as AlgorithmName].releases === true
-  if (releases) checkConcurrency(o)
-  const burst = o.burst
-  if (burst !== undefined) {
-    if (typeof burst !== 'number' || !Number.isSafeInteger(burst) || burst < 1) throw invalidOption('burst', 'a whole number ≥ 1', burst)
-    if (!takesBurst) throw invalidOption('burst', 'no burst unless algorithm is "gcra"', burst)
-  }
+  const { algorithm, takesBurst, releases, burst } = parseAlgorithm(o)
 
-  const store = o.store === undefined ? defaultStore(logger as Logger) : o.store
-  if (store === null || typeof store !== 'object') {
-    throw invalidOption('store', 'a store such as new MemoryStore() or new RedisStore({ client })', store)
-  }
-  const missing: string[] = STORE_METHODS.filter((m) => typeof (store as Record<string, unknown>)[m] !== 'function')
-  if (typeof (store as Partial<Store>).local !== 'boolean') missing.push('local')
-  if (missing.length > 0) {
-    const what = missing.map((m) => (m === 'local' ? 'a boolean "local"' : `${m}()`)).join(', ')
-    throw invalidOption(
-      'store',
-      `a store with admit(), refund(), forget() and "local" (the algorithm "${algorithm}" needs them; this one lacks ${what})`,
-      store,
-    )
-  }
+  const store = parseStore(o.store, defaultStore, logger as Logger, algorithm)
   if (o.limits !== undefined && (o.max !== undefined || o.window !== undefined)) {
     throw invalidOption('limits', 'limits without max or window (give every limit its own max and window)', o.limits)
   }
@@ -230,7 +171,7 @@ export function parseOptions<Req>(
       throw invalidOption('blockDuration', 'no blockDuration with limits that have keys of their own', o.blockDuration)
     // Per-limit keys without a shared hash tag land in different slots: Redis Cluster refuses such a
     // script (CROSSSLOT), for the requests whose keys happen to differ in slot. Refused here, for all.
-    if (hashTag === undefined && (store as Partial<Store>).cluster === true) {
+    if (hashTag === undefined && store.cluster === true) {
       throw invalidOption(
         'hashTag',
         'a function of the request returning the hash tag its keys share (e.g. (req) => req.user.tenant): the store is a Redis Cluster and limits have keys of their own',
@@ -247,23 +188,23 @@ export function parseOptions<Req>(
     o.actualCost,
     'a function of the request and response returning the units the request really used',
   )
-  if (actualCost !== undefined && typeof (store as Partial<Store>).settle !== 'function') {
+  if (actualCost !== undefined && typeof store.settle !== 'function') {
     throw new TollgateError(
       'Invalid option "actualCost": the store has no settle(), so a request cannot be settled to its actual cost; use a store with settle() (MemoryStore and RedisStore have it), or leave actualCost out',
       'TG_INVALID_OPTION',
     )
   }
 
-  const lease = parseLease(o, algorithm as AlgorithmName, store as Store)
+  const lease = parseLease(o, algorithm, store)
 
   return Object.freeze({
     lease,
     actualCost,
-    algorithm: algorithm as AlgorithmName,
+    algorithm,
     limits: parsed?.limits,
     limitKeys,
     hashTag,
-    burst: burst as number | undefined,
+    burst,
     skipFailedRequests: (o.skipFailedRequests as boolean | undefined) ?? false,
     skipSuccessfulRequests: (o.skipSuccessfulRequests as boolean | undefined) ?? false,
     requestWasSuccessful: optionalFunction<LimiterOptions<Req>['requestWasSuccessful']>(
@@ -278,19 +219,19 @@ export function parseOptions<Req>(
     window: windowFn,
     key: optionalFunction<(req: Req) => MaybePromise<string>>('key', o.key, 'a function of the request returning a string'),
     prefix,
-    store: store as Store,
+    store,
     cost: countOrFunction<Req>('cost', o.cost, 1),
     allowList: clientList<Req>('allowList', o.allowList),
     denyList: clientList<Req>('denyList', o.denyList),
-    denyStatusCode,
+    denyStatusCode: response.denyStatusCode,
     denyMessage: o.denyMessage as LimiterOptions<Req>['denyMessage'],
     skip: optionalFunction<(req: Req) => MaybePromise<boolean>>('skip', o.skip, 'a function of the request returning true to skip it'),
-    headers,
+    headers: response.headers,
     legacyHeaders: (o.legacyHeaders as boolean | undefined) ?? false,
-    headersOn,
+    headersOn: response.headersOn,
     refusalHeaders: (o.refusalHeaders as boolean | undefined) ?? true,
-    statusCode,
-    message: message as LimiterOptions<Req>['message'],
+    statusCode: response.statusCode,
+    message: response.message,
     ipv6Subnet: ipv6Subnet as number | false,
     onStoreError: onStoreError as StoreErrorPolicy,
     name,
@@ -298,39 +239,6 @@ export function parseOptions<Req>(
     logger: logger as Logger,
     clock: wholeMs(optionalFunction<() => number>('clock', o.clock, 'a function returning the time in epoch ms')),
   })
-}
-
-/**
- * The default `window` of algorithm "concurrency", the longest a request holds its slot: longer than
- * the requests a concurrency cap is for (a model's answer, an export), whose slots the second of the
- * other algorithms' default would free while they still run.
- */
-const CONCURRENCY_WINDOW_MS = 60_000
-
-/**
- * Options that mean nothing for requests in flight, refused by name rather than ignored: a slot is
- * held while its request runs, whatever its outcome, and a refused request holds none.
- */
-function checkConcurrency(o: Record<string, unknown>): void {
-  const why = 'with algorithm "concurrency"'
-  if (typeof o.window === 'function') {
-    throw invalidOption('window', `a duration ${why} (the longest a request holds its slot), not a function`, o.window)
-  }
-  if (o.blockDuration !== undefined) {
-    throw invalidOption(
-      'blockDuration',
-      `no blockDuration ${why}: a block would refuse the client while its slots are free`,
-      o.blockDuration,
-    )
-  }
-  if (o.actualCost !== undefined) {
-    throw invalidOption('actualCost', `no actualCost ${why}: a request holds one slot while it runs, whatever it costs`, o.actualCost)
-  }
-  for (const flag of ['skipFailedRequests', 'skipSuccessfulRequests'] as const) {
-    if (o[flag] === true) {
-      throw invalidOption(flag, `no ${flag} ${why}: every request frees its slot when its response ends, whatever its status`, o[flag])
-    }
-  }
 }
 
 /**
