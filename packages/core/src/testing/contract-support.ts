@@ -1,7 +1,10 @@
 import assert from 'node:assert/strict'
-import type { Store } from '../types'
+import type { Store, StoreCall, StoreResult } from '../types'
 
-/* What the store contract's parts share: the runner and store they are given, time units, Redis key checks. */
+/*
+ * What the store contract's parts share: the runner and store they are given, time units, the admit
+ * whose answer is checked for shape, Redis key checks.
+ */
 
 /** The two functions of a test runner the suite declares its cases with: jest's, vitest's, mocha's or node:test's. */
 export interface ContractRunner {
@@ -28,6 +31,24 @@ export interface ContractStore {
 export const SECOND = 1000
 export const MINUTE = 60 * SECOND
 export const HOUR = 60 * MINUTE
+
+/** The start of the next window of `ms`: tests place their calls at known distances from its edges. */
+export function windowStart(ms: number): number {
+  return (Math.floor(Date.now() / ms) + 1) * ms
+}
+
+/** One admit, its answer checked for shape: a boolean and two finite numbers per limit. */
+export async function admit(store: Store, call: StoreCall): Promise<StoreResult> {
+  const result = await store.admit(call)
+  assert.equal(typeof result.allowed, 'boolean', 'admit answers { allowed: boolean }')
+  assert.equal(result.values.length, 2 * call.limits.length, 'admit answers two numbers per limit')
+  assert.deepEqual(
+    result.values.filter((v) => !Number.isFinite(v)),
+    [],
+    'every number of an answer is finite',
+  )
+  return result
+}
 
 /** The hash tag Redis Cluster hashes a key by: the text inside its first `{...}`, else the whole key. */
 export function hashTag(key: string): string {

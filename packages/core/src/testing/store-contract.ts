@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict'
-import { MemoryStore } from '../stores/memory-store'
-import type { AlgorithmName, LimitSpec, Store, StoreCall, StoreResult } from '../types'
+import type { AlgorithmName, LimitSpec, Store, StoreCall } from '../types'
 import {
+  admit,
   type ContractRedis,
   type ContractRunner,
   type ContractStore,
@@ -11,7 +11,9 @@ import {
   keysWithoutTtl,
   MINUTE,
   SECOND,
+  windowStart,
 } from './contract-support'
+import { memoryAgreementContract } from './memory-agreement'
 import { blockContract, incrementContract, settleContract } from './optional-contracts'
 import { limitSpec, storeCall } from './store-calls'
 
@@ -53,27 +55,6 @@ export interface StoreContractOptions {
 }
 
 const ALL_ALGORITHMS: readonly AlgorithmName[] = ['fixed-window', 'sliding-window', 'gcra', 'sliding-log', 'concurrency']
-
-/** The start of the next window of `ms`: tests place their calls at known distances from its edges. */
-function windowStart(ms: number): number {
-  return (Math.floor(Date.now() / ms) + 1) * ms
-}
-
-/** An answer as the contract compares it: the verdict and the numbers, nothing a store may add beside them. */
-const answer = (result: StoreResult) => ({ allowed: result.allowed, values: [...result.values] })
-
-/** One admit, its answer checked for shape: a boolean and two finite numbers per limit. */
-async function admit(store: Store, call: StoreCall): Promise<StoreResult> {
-  const result = await store.admit(call)
-  assert.equal(typeof result.allowed, 'boolean', 'admit answers { allowed: boolean }')
-  assert.equal(result.values.length, 2 * call.limits.length, 'admit answers two numbers per limit')
-  assert.deepEqual(
-    result.values.filter((v) => !Number.isFinite(v)),
-    [],
-    'every number of an answer is finite',
-  )
-  return result
-}
 
 function globalRunner(): ContractRunner {
   const g = globalThis as { describe?: ContractRunner['describe']; it?: ContractRunner['it'] }
@@ -245,38 +226,7 @@ function algorithmContract(it: ContractRunner['it'], algorithm: AlgorithmName, m
     assert.equal(await admitUntilRefused(store, `${prefix}{hot}`, [fifty], now), 0)
   })
 
-  if (options.sameAsMemory !== false) {
-    it('answers a fixed sequence of calls, across window edges, with the verdicts and numbers of the MemoryStore', async () => {
-      const { store, prefix } = make()
-      const reference = new MemoryStore({ sweepIntervalMs: 0 })
-      const limits = [limitSpec(3, 10 * SECOND, 3, '10s'), limitSpec(7, MINUTE, algorithm === 'gcra' ? 4 : 7, '1m')]
-      const t = windowStart(MINUTE)
-      const last = new Map<string, [StoreCall, boolean]>()
-      const answers: Array<[string, StoreResult, StoreResult]> = []
-      for (const [at, client, step] of SEQUENCE) {
-        const key = `${prefix}{${client}}`
-        const what = `${at} ms, ${client}, ${step}`
-        if (step === 'forget') {
-          const forget = call(key, limits, 0, t + at)
-          await Promise.all([store.forget(forget), reference.forget(forget)])
-        } else if (step === 'refund') {
-          const [previous, allowed] = last.get(client)!
-          if (allowed) await Promise.all([store.refund(previous), reference.refund(previous)])
-        } else {
-          const c = call(key, limits, step, t + at)
-          const [got, expected] = [await admit(store, c), reference.admit(c)]
-          answers.push([what, got, expected])
-          last.set(client, [c, expected.allowed])
-        }
-      }
-      assert.deepEqual(
-        answers.map(([what, got]) => [what, answer(got)]),
-        answers.map(([what, , expected]) => [what, answer(expected)]),
-      )
-      const verdicts = answers.map(([, , e]) => e.allowed)
-      assert.deepEqual([verdicts.includes(true), verdicts.includes(false)], [true, true], 'the sequence meets both verdicts')
-    })
-  }
+  if (options.sameAsMemory !== false) memoryAgreementContract(it, algorithm, make)
 
   const redis = options.redis
   if (redis !== undefined) {
@@ -316,36 +266,3 @@ function algorithmContract(it: ContractRunner['it'], algorithm: AlgorithmName, m
     })
   }
 }
-
-/**
- * [ms after a minute's start, client, cost | 'refund' (that client's previous call, if admitted) | 'forget'],
- * on 3 per 10 s and 7 per minute: bursts, costs from 0 to 3, and the edges of both windows.
- */
-const SEQUENCE: Array<[number, string, number | 'refund' | 'forget']> = [
-  [0, 'a', 1],
-  [0, 'a', 2],
-  [100, 'a', 1],
-  [100, 'b', 3],
-  [200, 'b', 1],
-  [200, 'b', 'refund'],
-  [2_500, 'a', 0],
-  [9_999, 'a', 1],
-  [10_000, 'a', 1],
-  [10_000, 'a', 1],
-  [10_000, 'b', 2],
-  [10_000, 'b', 'refund'],
-  [12_500, 'a', 2],
-  [15_000, 'a', 1],
-  [19_999, 'b', 3],
-  [20_000, 'a', 3],
-  [20_000, 'b', 1],
-  [26_000, 'a', 1],
-  [31_000, 'a', 'forget'],
-  [31_000, 'a', 2],
-  [45_000, 'b', 3],
-  [55_000, 'a', 1],
-  [59_999, 'a', 1],
-  [60_000, 'a', 3],
-  [60_000, 'b', 1],
-  [61_000, 'b', 0],
-]
