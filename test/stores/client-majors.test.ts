@@ -1,9 +1,10 @@
+import { readFileSync } from 'node:fs'
 import { RedisStore } from '@tollgate/core'
-import { storeContract } from '@tollgate/core/testing'
+import { limitSpec, storeCall, storeContract } from '@tollgate/core/testing'
 import { Redis as IORedis6 } from 'ioredis6'
 import { createClient as createClient4 } from 'redis4'
 import { createClient as createClient6 } from 'redis6'
-import { redisUrl, testPrefix } from '../harness/redis'
+import { escapeGlob, redisUrl, scanKeys, testPrefix } from '../harness/redis'
 import { useRedis } from '../harness/use-redis'
 
 // The store contract on each supported major of the clients beside the ones the rest of the suite uses
@@ -44,15 +45,52 @@ beforeAll(async () => {
   }
 })
 
+/** The major of the package an alias resolves to: the contract proves nothing of a major it does not run on. */
+function installedMajor(alias: string): number {
+  const manifest = JSON.parse(readFileSync(require.resolve(`${alias}/package.json`), 'utf8')) as { version: string }
+  return Number(manifest.version.split('.')[0])
+}
+
+/**
+ * Two calls of cost 1 against a max of 1 through `store`, then the keys under `prefix` as the file's own
+ * client reads them: the verdicts and a key on the test server show the store counted through its client.
+ */
+async function countedThrough(store: RedisStore, prefix: string): Promise<{ verdicts: boolean[]; keys: string[] }> {
+  // One time for both calls, so they fall in one window whatever the clock does between them.
+  const now = Date.now()
+  const call = () => storeCall('fixed-window', `${prefix}{c}`, [limitSpec(1, 60_000)], 1, now)
+  const verdicts = [(await store.admit(call())).allowed, (await store.admit(call())).allowed]
+  return { verdicts, keys: await scanKeys(db.client, `${escapeGlob(prefix)}*`) }
+}
+
 describe.each(['client', 'direct', 'own-connection'] as const)('ioredis 6, transport %s', (transport) => {
   storeContract(
     'Redis through ioredis 6',
     () => ({ store: new RedisStore({ client: ioredis6, transport, timeout: '2s' }), prefix: testPrefix(`contract-ioredis6-${transport}`) }),
     { redis: () => db.client },
   )
+
+  it('runs on ioredis 6, counting through it on the test server', async () => {
+    expect(installedMajor('ioredis6')).toBe(6)
+    const prefix = testPrefix(`majors-ioredis6-${transport}`)
+    const { verdicts, keys } = await countedThrough(new RedisStore({ client: ioredis6, transport, timeout: '2s' }), prefix)
+    expect(verdicts).toEqual([true, false])
+    expect(keys).toHaveLength(1)
+  })
 })
 
 describe('node-redis 4 and 6', () => {
+  it.each([
+    ['redis4', 4, () => nodeRedis4],
+    ['redis6', 6, () => nodeRedis6],
+  ] as const)('runs on %s (node-redis %d), counting through it on the test server', async (alias, major, client) => {
+    expect(installedMajor(alias)).toBe(major)
+    const prefix = testPrefix(`majors-node-${alias}`)
+    const { verdicts, keys } = await countedThrough(new RedisStore({ client: client(), timeout: '2s' }), prefix)
+    expect(verdicts).toEqual([true, false])
+    expect(keys).toHaveLength(1)
+  })
+
   storeContract(
     'Redis through node-redis 4',
     () => ({ store: new RedisStore({ client: nodeRedis4, timeout: '2s' }), prefix: testPrefix('contract-node-redis4') }),
