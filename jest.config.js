@@ -1,13 +1,19 @@
+// TOLLGATE_LANE (scripts/test-lanes.mjs, `npm test`): `timing` runs only the suites that stop servers and
+// hold requests to deadlines, `rest` every other suite.
+const TIMING_DIRS = ['faults', 'multiprocess', 'cluster']
+const lane = process.env.TOLLGATE_LANE
+
 /** @type {import('jest').Config} */
 module.exports = {
   testEnvironment: 'node',
   roots: ['<rootDir>/test', '<rootDir>/packages'],
-  testMatch: ['**/*.test.ts'],
+  testMatch: lane === 'timing' ? TIMING_DIRS.map((dir) => `<rootDir>/test/${dir}/**/*.test.ts`) : ['**/*.test.ts'],
   // The external suite's scratch projects run their own tests, against the packed packages (test/external/run.mjs).
   // TOLLGATE_SKIP_UNIT=1: the unit tier ran already (.ci/run runs it first, alone): its files are left out here.
   testPathIgnorePatterns: [
     '/node_modules/',
     '<rootDir>/test/external/projects/',
+    ...(lane === 'rest' ? TIMING_DIRS.map((dir) => `<rootDir>/test/${dir}/`) : []),
     ...(process.env.TOLLGATE_SKIP_UNIT === '1'
       ? require('./scripts/unit-tests.cjs')
           .unitTestFiles(__dirname)
