@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto'
 import { ALGORITHM_NAMES, ALGORITHMS } from '../../algorithms'
+import { correctionBatchScript } from '../../algorithms/correction-batch'
 import { describeValue } from '../../errors'
 import type { AlgorithmName } from '../../types'
 
@@ -15,7 +16,11 @@ import type { AlgorithmName } from '../../types'
 
 /** Every script the store runs: each algorithm's admit, refund and settle. */
 export function scripts(): string[] {
-  return ALGORITHM_NAMES.flatMap((name) => [ALGORITHMS[name].admitScript, ALGORITHMS[name].refundScript, ALGORITHMS[name].settleScript])
+  return ALGORITHM_NAMES.flatMap((name) => [
+    ALGORITHMS[name].admitScript,
+    correctionBatchScript(ALGORITHMS[name].refundScript),
+    correctionBatchScript(ALGORITHMS[name].settleScript),
+  ])
 }
 
 /** The commands a script calls (every `redis.call('X'`, and `try('X'` of the admit scripts, protocol.ts), upper case. */

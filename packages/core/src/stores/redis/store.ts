@@ -1,4 +1,5 @@
 import { ALGORITHM_NAMES, ALGORITHMS, argsOf, callRecordKey, forgetKeysOf, refundKeysOf, settleKeysOf } from '../../algorithms'
+import { correctionBatchScript } from '../../algorithms/correction-batch'
 import {
   LEASE_FIXED_SCRIPT,
   LEASE_GCRA_SCRIPT,
@@ -13,6 +14,7 @@ import { describeValue, invalidOption, rejectUnknown, TollgateError } from '../.
 import type { AlgorithmName, LeaseGrant, LeaseRequest, Store, StoreCall, StoreResult } from '../../types'
 import { FixedWindowBatcher } from './batcher'
 import { watchClient } from './client-watch'
+import { type Correction, CorrectionBatcher } from './correction-batcher'
 import { type ColdStart, type FailureCauses, withDeadline } from './deadline'
 import type { NodeRedisClientLike, NodeRedisClusterLike } from './node-redis-types'
 import { followRedirects } from './redirects'
@@ -91,6 +93,8 @@ export class RedisStore implements Store {
   private readonly batcher: FixedWindowBatcher
   /** The script algorithms' admits, batched per turn. */
   private readonly scripts: ScriptBatcher
+  /** Refunds and settles, batched per turn. */
+  private readonly corrections: CorrectionBatcher
   private readonly admitScripts = new Map<AlgorithmName, Script>()
   private readonly refundScripts = new Map<AlgorithmName, Script>()
   private readonly settleScripts = new Map<AlgorithmName, Script>()
@@ -129,8 +133,8 @@ export class RedisStore implements Store {
     for (const name of ALGORITHM_NAMES) {
       const { admitScript, refundScript, settleScript } = ALGORITHMS[name]
       this.admitScripts.set(name, this.define(scriptName(name, 'Admit'), admitScript))
-      this.refundScripts.set(name, this.define(scriptName(name, 'Refund'), refundScript))
-      this.settleScripts.set(name, this.define(scriptName(name, 'Settle'), settleScript))
+      this.refundScripts.set(name, this.define(scriptName(name, 'Refund'), correctionBatchScript(refundScript)))
+      this.settleScripts.set(name, this.define(scriptName(name, 'Settle'), correctionBatchScript(settleScript)))
     }
     this.scripts = new ScriptBatcher(
       (algorithm, keys, args) => {
@@ -142,6 +146,15 @@ export class RedisStore implements Store {
         if (typeof results === 'string') throw this.outOfStep('admit', calls[0]!, reply, results)
         return results
       },
+      options.batch === false,
+      this.cluster,
+    )
+    this.corrections = new CorrectionBatcher(
+      (op, algorithm, keys, args) => {
+        const script = (op === 'refund' ? this.refundScripts : this.settleScripts).get(algorithm)!
+        return this.within(() => script(keys.length, ...keys, ...args))
+      },
+      (op, call, reply, why) => this.outOfStep(op, call, reply, why),
       options.batch === false,
       this.cluster,
     )
@@ -182,28 +195,19 @@ export class RedisStore implements Store {
     return this.scripts.admit(call)
   }
 
-  async refund(call: StoreCall): Promise<void> {
+  /** Undoes an admitted call (Store.refund): the algorithm's refund, once per call id, in a batch with this turn's others. */
+  refund(call: StoreCall): Promise<void> {
     const keys = refundKeysOf(ALGORITHMS[call.algorithm], call)
     keys.push(callRecordKey(call, 'refund'))
-    const script = this.refundScripts.get(call.algorithm)!
-    await this.within(() =>
-      script(keys.length, ...keys, ...argsOf(call)).then((reply) => {
-        if (reply !== call.id) throw this.outOfStep('refund', call, reply, 'is not its call id')
-      }),
-    )
+    return this.corrections.add('refund', call, keys, argsOf(call))
   }
 
-  /** Moves an admitted call's count to `actualCost` (Store.settle): the algorithm's settle script, once per call id. */
+  /** Moves an admitted call's count to `actualCost` (Store.settle): the algorithm's settle, once per call id, batched. */
   async settle(call: StoreCall, actualCost: number, now: number): Promise<void> {
     if (actualCost === call.cost) return
     const keys = settleKeysOf(ALGORITHMS[call.algorithm], call)
     keys.push(callRecordKey(call, 'settle'))
-    const script = this.settleScripts.get(call.algorithm)!
-    await this.within(() =>
-      script(keys.length, ...keys, ...argsOf(call), actualCost, now).then((reply) => {
-        if (reply !== call.id) throw this.outOfStep('settle', call, reply, 'is not its call id')
-      }),
-    )
+    await this.corrections.add('settle', call, keys, [...argsOf(call), actualCost, now])
   }
 
   async forget(call: StoreCall): Promise<void> {
@@ -228,7 +232,7 @@ export class RedisStore implements Store {
   }
 
   /** A reply that is not the call's own: the connection it came on is reset, and the call fails (script-replies.ts). */
-  private outOfStep(op: 'admit' | 'refund' | 'settle', call: StoreCall, reply: unknown, why: string): Error {
+  private outOfStep(op: 'admit' | Correction, call: StoreCall, reply: unknown, why: string): Error {
     resetConnection(this.client, call.storeKey, this.nodeOfKey(call.storeKey))
     return protocolError(op, call, reply, why)
   }
