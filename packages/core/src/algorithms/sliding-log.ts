@@ -110,7 +110,7 @@ export const SLOTS_ADMIT_SCRIPT = logAdmitScript(false)
 export const LOG_REFUND_SCRIPT = `
 local cost = tonumber(ARGV[1])
 for i = 1, #KEYS - 1 do
-  for j = 1, cost do redis.call('ZREM', KEYS[i], ARGV[3] .. ':' .. j) end
+  for j = 1, cost do redis.call('ZREM', KEYS[i], ARGV[3] .. (j == 1 and ':1' or ':' .. j)) end
 end
 return ARGV[3]`
 
