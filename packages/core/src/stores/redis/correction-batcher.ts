@@ -1,7 +1,7 @@
-import { MAX_BATCH_CALLS } from '../../algorithms'
 import { correctionBatchArgs } from '../../algorithms/correction-batch'
 import { TollgateError } from '../../errors'
 import type { AlgorithmName, StoreCall } from '../../types'
+import { TurnBatches } from './turn-batches'
 
 /*
  * The refunds and settles of one event-loop turn, sent together (algorithms/correction-batch.ts): one
@@ -19,6 +19,7 @@ export type SendCorrections = (op: Correction, algorithm: AlgorithmName, keys: s
 export type OutOfStep = (op: Correction, call: StoreCall, reply: unknown, why: string) => Error
 
 interface Waiting {
+  readonly op: Correction
   readonly call: StoreCall
   readonly keys: readonly string[]
   readonly args: ReadonlyArray<string | number>
@@ -26,42 +27,43 @@ interface Waiting {
   readonly reject: (error: unknown) => void
 }
 
+class Batch {
+  readonly waiting: Waiting[] = []
+
+  constructor(
+    readonly op: Correction,
+    readonly algorithm: AlgorithmName,
+  ) {}
+
+  get size(): number {
+    return this.waiting.length
+  }
+
+  add(waiting: Waiting): void {
+    this.waiting.push(waiting)
+  }
+}
+
 export class CorrectionBatcher {
-  private pending = new Map<string, { op: Correction; algorithm: AlgorithmName; waiting: Waiting[] }>()
-  private flushScheduled = false
+  private readonly batches: TurnBatches<Waiting, Batch>
 
   constructor(
     private readonly send: SendCorrections,
     private readonly outOfStep: OutOfStep,
     /** Send each at once, on its own. */
-    private readonly unbatched: boolean,
+    unbatched: boolean,
     private readonly cluster: boolean,
-  ) {}
+  ) {
+    this.batches = new TurnBatches(
+      (first) => new Batch(first.op, first.call.algorithm),
+      (batch) => this.sendBatch(batch.op, batch.algorithm, batch.waiting),
+      unbatched,
+    )
+  }
 
   add(op: Correction, call: StoreCall, keys: readonly string[], args: ReadonlyArray<string | number>): Promise<void> {
     const group = this.cluster ? `${op} ${call.algorithm} ${call.storeKey}` : `${op} ${call.algorithm}`
-    let batch = this.pending.get(group)
-    if (batch === undefined) {
-      batch = { op, algorithm: call.algorithm, waiting: [] }
-      this.pending.set(group, batch)
-    }
-    const { waiting } = batch
-    const done = new Promise<void>((resolve, reject) => waiting.push({ call, keys, args, resolve, reject }))
-    if (this.unbatched || waiting.length >= MAX_BATCH_CALLS) {
-      this.pending.delete(group)
-      this.sendBatch(batch.op, batch.algorithm, waiting)
-    } else if (!this.flushScheduled) {
-      this.flushScheduled = true
-      setImmediate(this.flush)
-    }
-    return done
-  }
-
-  private readonly flush = (): void => {
-    this.flushScheduled = false
-    const batches = this.pending
-    this.pending = new Map()
-    for (const { op, algorithm, waiting } of batches.values()) this.sendBatch(op, algorithm, waiting)
+    return new Promise<void>((resolve, reject) => this.batches.add(group, { op, call, keys, args, resolve, reject }))
   }
 
   private sendBatch(op: Correction, algorithm: AlgorithmName, waiting: readonly Waiting[]): void {

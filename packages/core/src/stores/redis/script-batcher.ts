@@ -1,5 +1,6 @@
-import { ALGORITHMS, batchArgs, keysOf, MAX_BATCH_CALLS, MAX_BATCH_SEQUENCE } from '../../algorithms'
+import { ALGORITHMS, batchArgs, keysOf, MAX_BATCH_SEQUENCE } from '../../algorithms'
 import type { AlgorithmName, StoreCall, StoreResult } from '../../types'
+import { TurnBatches } from './turn-batches'
 
 /*
  * The script algorithms' admits of one event-loop turn, sent together: one script call per batch
@@ -34,6 +35,10 @@ class Batch {
 
   constructor(readonly algorithm: AlgorithmName) {}
 
+  get size(): number {
+    return this.waiting.length
+  }
+
   add(waiting: Waiting): void {
     this.waiting.push(waiting)
     for (const key of waiting.keys) {
@@ -47,9 +52,8 @@ class Batch {
 }
 
 export class ScriptBatcher {
-  /** The batch being filled, per algorithm and, on a Cluster, client key. */
-  private pending = new Map<string, Batch>()
-  private flushScheduled = false
+  /** The batches being filled, per algorithm and, on a Cluster, client key. */
+  private readonly batches: TurnBatches<Waiting, Batch>
   private sequence = 0
   /** Names this store's records in the keys it writes (protocol.ts): one field per store instance. */
   readonly instance = Math.random().toString(36).slice(2, 10)
@@ -58,36 +62,21 @@ export class ScriptBatcher {
     private readonly send: SendBatch,
     private readonly read: ReadBatch,
     /** Send each admit at once, on its own. */
-    private readonly unbatched: boolean,
+    unbatched: boolean,
     /** A Cluster: a batch holds one client key's calls (see the top of this file). */
     private readonly cluster: boolean,
-  ) {}
+  ) {
+    this.batches = new TurnBatches(
+      (first) => new Batch(first.call.algorithm),
+      (batch) => this.sendBatch(batch),
+      unbatched,
+    )
+  }
 
   admit(call: StoreCall): Promise<StoreResult> {
     const keys = keysOf(ALGORITHMS[call.algorithm], call)
     const group = this.cluster ? `${call.algorithm} ${call.storeKey}` : call.algorithm
-    let batch = this.pending.get(group)
-    if (batch === undefined) {
-      batch = new Batch(call.algorithm)
-      this.pending.set(group, batch)
-    }
-    const result = new Promise<StoreResult>((resolve, reject) => batch.add({ call, keys, resolve, reject }))
-    if (this.unbatched || batch.waiting.length >= MAX_BATCH_CALLS) {
-      this.pending.delete(group)
-      this.sendBatch(batch)
-    } else if (!this.flushScheduled) {
-      this.flushScheduled = true
-      // setImmediate, not a microtask: it runs after every request parsed in this I/O turn.
-      setImmediate(this.flush)
-    }
-    return result
-  }
-
-  private readonly flush = (): void => {
-    this.flushScheduled = false
-    const batches = this.pending
-    this.pending = new Map()
-    for (const batch of batches.values()) this.sendBatch(batch)
+    return new Promise<StoreResult>((resolve, reject) => this.batches.add(group, { call, keys, resolve, reject }))
   }
 
   private sendBatch(batch: Batch): void {
