@@ -72,6 +72,8 @@ let limiter: Limiter<express.Request>
 let timer: DecisionTimer
 // The failures and recoveries in order, with their times: printed when a test sees more than one recovery.
 const trace: string[] = []
+/** When each `recover` event came. */
+const recoveries: number[] = []
 const events = { storeError: 0, recover: 0, fallback: 0 }
 const unhandled: unknown[] = []
 const onUnhandled = (reason: unknown) => void unhandled.push(reason)
@@ -108,6 +110,7 @@ async function start(connect: (url: string) => Promise<TestClient>, onStoreError
   })
   limiter.on('recover', () => {
     events.recover++
+    recoveries.push(Date.now())
     trace.push(`${Date.now()} recover`)
   })
   limiter.on('fallback', () => events.fallback++)
@@ -126,6 +129,7 @@ beforeEach(() => {
   unhandled.length = 0
   logs.length = 0
   trace.length = 0
+  recoveries.length = 0
   process.on('unhandledRejection', onUnhandled)
 })
 afterEach(async () => {
@@ -158,6 +162,19 @@ function summary(samples: Sample[]) {
   return { n: samples.length, maxMs: Math.round(Math.max(...samples.map((s) => s.ms))), statuses, sources }
 }
 
+/**
+ * The outage's recovery, and its logs: no recovery while Redis is down or frozen (from one deadline after
+ * the fault, when a reply sent before it may still land, to the restart), and one after it. A recovery
+ * outside the fault is a deadline missed by a starved event loop (a busy CI machine): a failure of its
+ * own, logged once each way like the outage, which the log then shows as one more pair.
+ */
+function expectOneRecoveryAfter(faultAt: number, restartedAt: number) {
+  if (events.recover !== 1) console.info(`failures and recoveries:\n${trace.slice(-40).join('\n')}`)
+  expect(recoveries.filter((t) => t > faultAt + DEADLINE_MS && t < restartedAt)).toEqual([])
+  expect(recoveries.filter((t) => t >= restartedAt)).toHaveLength(1)
+  expect(logs).toEqual(recoveries.flatMap(() => [storeFailed('fallback'), storeBack]))
+}
+
 /** The limiter's own time per decision (p50, p99, max) as the deadline bounds it, and the wall time and stalls beside it. */
 function timing() {
   const decisions = timer.decisions()
@@ -187,6 +204,7 @@ describe.each(testServers())('on $name', (server) => {
         await redis.kill('SIGKILL')
         const killedAt = Date.now()
         await sleep(1200)
+        const restartedAt = Date.now()
         await redis.restart()
         const recoveredIn = await waitForSource('store', 5000)
         // Load goes on a little after the recovery: a store that answers again must not log again.
@@ -208,14 +226,12 @@ describe.each(testServers())('on $name', (server) => {
         expect(report.sources.fallback).toBeGreaterThan(0)
         expect(report.sources.store).toBeGreaterThan(0)
         expect(events.fallback).toBeGreaterThanOrEqual(report.sources.fallback!)
-        if (events.recover !== 1) console.info(`failures and recoveries:\n${trace.slice(-40).join('\n')}`)
-        expect(events.recover).toBe(1)
         // Logs are per outage, not per request: thousands of requests fell back here (hundreds on a slow
         // machine or under --detectOpenHandles), through many failed store calls, and the application's
         // log got one error when the outage began and one warning when it ended.
         expect(report.sources.fallback).toBeGreaterThan(100)
         expect(events.storeError).toBeGreaterThan(1)
-        expect(logs).toEqual([storeFailed('fallback'), storeBack])
+        expectOneRecoveryAfter(killedAt, restartedAt)
         expect(unhandled).toEqual([])
       })
 
@@ -226,6 +242,7 @@ describe.each(testServers())('on $name', (server) => {
         redis.freeze()
         const frozenAt = Date.now()
         await sleep(1500)
+        const thawedAt = Date.now()
         redis.thaw()
         const recoveredIn = await waitForSource('store', 5000)
         await sleep(300)
@@ -246,10 +263,8 @@ describe.each(testServers())('on $name', (server) => {
         expect(decided.n).toBeGreaterThanOrEqual(report.n)
         expect(decided.maxMs).toBeLessThan(DEADLINE_MS + MARGIN_MS)
         expect(report.sources.fallback).toBeGreaterThan(100)
-        if (events.recover !== 1) console.info(`failures and recoveries:\n${trace.slice(-40).join('\n')}`)
-        expect(events.recover).toBe(1)
         // The freeze shows up as timeouts rather than refused connections: still one line each way.
-        expect(logs).toEqual([storeFailed('fallback'), storeBack])
+        expectOneRecoveryAfter(frozenAt, thawedAt)
         expect(unhandled).toEqual([])
       })
     })
