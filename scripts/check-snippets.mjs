@@ -55,6 +55,8 @@ const TSCONFIG = {
       '@tollgate/fastify': ['packages/fastify/src/index.ts'],
       '@tollgate/koa': ['packages/koa/src/index.ts'],
       '@tollgate/nestjs': ['packages/nestjs/src/index.ts'],
+      '@tollgate/upstash': ['packages/upstash/src/index.ts'],
+      '@tollgate/cloudflare': ['packages/cloudflare/src/index.ts'],
     },
   },
   include: ['*.ts'],

@@ -11,6 +11,7 @@ const expected: Record<string, string[]> = {
   '@tollgate/express': ['rateLimit', 'RateLimit', 'MemoryStore', 'RedisStore'],
   '@tollgate/fastify': ['rateLimit', 'RateLimit', 'MemoryStore', 'RedisStore'],
   '@tollgate/koa': ['rateLimit', 'RateLimit', 'MemoryStore', 'RedisStore'],
+  '@tollgate/upstash': ['UpstashStore'],
   '@tollgate/nestjs': ['TollgateModule', 'TollgateGuard', 'RateLimit', 'SkipRateLimit', 'RateLimitException', 'MemoryStore', 'RedisStore'],
 }
 
