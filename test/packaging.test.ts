@@ -12,6 +12,7 @@ const expected: Record<string, string[]> = {
   '@tollgate/fastify': ['rateLimit', 'RateLimit', 'MemoryStore', 'RedisStore'],
   '@tollgate/koa': ['rateLimit', 'RateLimit', 'MemoryStore', 'RedisStore'],
   '@tollgate/upstash': ['UpstashStore'],
+  '@tollgate/cloudflare': ['DurableObjectStore', 'TollgateCounter'],
   '@tollgate/nestjs': ['TollgateModule', 'TollgateGuard', 'RateLimit', 'SkipRateLimit', 'RateLimitException', 'MemoryStore', 'RedisStore'],
 }
 
