@@ -80,7 +80,7 @@ export class TollgateCounter {
         return store.blockedUntil(o.key, o.now)
       case 'block':
         store.block(o.key, o.until)
-        return ledger.blocked(o.key, store.blockedUntil(o.key, o.now))
+        return ledger.blocked(o.key, store.blockedUntil(o.key, o.now), o.now)
       case 'unblock':
         store.unblock(o.key)
         return ledger.unblocked(o.key)

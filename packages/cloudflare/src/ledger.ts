@@ -96,8 +96,10 @@ export class Ledger {
     for (const [key, { snapshot }] of this.held) if (!('until' in snapshot)) this.refresh(key, snapshot, call.now)
   }
 
-  blocked(key: string, until: number): void {
-    this.keep(`b:${hash(key)}`, { key, until }, until)
+  /** After a block: stored until its end (`until`, 0 when it had ended by `now`). */
+  blocked(key: string, until: number, now: number): void {
+    if (until > now) this.keep(`b:${hash(key)}`, { key, until }, until)
+    else this.unblocked(key)
   }
 
   unblocked(key: string): void {
