@@ -1,6 +1,5 @@
-import type { ServerResponse } from 'node:http'
 import type { Limiter } from './limiter/limiter'
-import type { Rejection } from './limiter/response'
+import type { NodeResponseLike, Rejection } from './limiter/response'
 import { type Decision, isThenable, type MaybePromise } from './types'
 import { firstVisit } from './visits'
 
@@ -20,7 +19,7 @@ export interface ResponseIO<Req, Res> {
   /** Sends the default refusal (the status is already set). */
   send(res: Res, rejection: Rejection): void
   /** The Node response under `res`, for the completion hook (refunds, actualCost). */
-  raw(res: Res): ServerResponse
+  raw(res: Res): NodeResponseLike
   /**
    * Calls `done` once the response is over, with its status (a response cut off counts as 500), for
    * a framework whose responses the raw 'close' misreads (fastify's inject()); at once when the
@@ -113,7 +112,7 @@ export { isObject, type MethodDecorator, methodDecorator, missingRequest } from 
 export { invalidOption } from './errors'
 export { lowerHeaderName } from './headers'
 export type { Limiter } from './limiter/limiter'
-export type { Rejection } from './limiter/response'
+export type { NodeResponseLike, Rejection } from './limiter/response'
 export { adapterChoice, adapterFunction } from './options/checks'
 export { nestedOptions } from './options/nested-options'
 export type { AdapterHooks, Decision, MaybePromise } from './types'

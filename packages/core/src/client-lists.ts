@@ -1,6 +1,5 @@
-import { isIPv4, isIPv6 } from 'node:net'
 import { invalidOption } from './errors'
-import { expandIPv6 } from './keys'
+import { ipv6Groups, isIPv4, isIPv6 } from './ip'
 
 /*
  * Allow and deny lists (`allowList`, `denyList`): IPv4 and IPv6 addresses and CIDR ranges, matched on
@@ -11,7 +10,7 @@ import { expandIPv6 } from './keys'
 /** An IPv6 address as one 128-bit number. */
 function ipv6Bits(address: string): bigint {
   let bits = 0n
-  for (const group of expandIPv6(address)) bits = (bits << 16n) | BigInt(group)
+  for (const group of ipv6Groups(address) ?? []) bits = (bits << 16n) | BigInt(group)
   return bits
 }
 

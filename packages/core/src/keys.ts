@@ -1,5 +1,5 @@
-import { createHash } from 'node:crypto'
-import { isIPv4, isIPv6 } from 'node:net'
+import { base64url, sha256 } from './hashes'
+import { ipv6Groups, isIPv4 } from './ip'
 import type { StoreCall } from './types'
 
 /*
@@ -19,7 +19,7 @@ export const MAX_KEY_LENGTH = 200
 /** The client key as stored: itself, or a hash of it when it is longer than MAX_KEY_LENGTH. */
 export function clientKey(key: string): string {
   if (key.length <= MAX_KEY_LENGTH) return key
-  return `#${createHash('sha256').update(key).digest('base64url')}`
+  return `#${base64url(sha256(key))}`
 }
 
 /**
@@ -75,7 +75,7 @@ export function isPrefix(prefix: unknown): prefix is string {
  */
 export function subPrefix(base: string, name: string): string {
   if (/^[^{}\s]+$/.test(name) && base.length + name.length < 128) return `${base}${name}:`
-  return `${base}${createHash('sha256').update(name).digest('base64url').slice(0, 16)}:`
+  return `${base}${base64url(sha256(name)).slice(0, 16)}:`
 }
 
 /**
@@ -94,9 +94,9 @@ export function ipKey(ip: string | undefined | null, subnet: number | false): st
   let address = ip
   const zone = address.indexOf('%')
   if (zone !== -1) address = address.slice(0, zone)
-  if (isDottedQuad(address) || isIPv4(address)) return address
-  if (!isIPv6(address)) return undefined
-  const groups = expandIPv6(address)
+  if (isIPv4(address)) return address
+  const groups = ipv6Groups(address)
+  if (groups === undefined) return undefined
   if (groups[0] === 0 && groups[1] === 0 && groups[2] === 0 && groups[3] === 0 && groups[4] === 0 && groups[5] === 0xffff) {
     return `${groups[6]! >> 8}.${groups[6]! & 0xff}.${groups[7]! >> 8}.${groups[7]! & 0xff}`
   }
@@ -108,47 +108,4 @@ export function ipKey(ip: string | undefined | null, subnet: number | false): st
     out.push((bits >= 16 ? g : g & (0xffff << (16 - bits)) & 0xffff).toString(16))
   }
   return `${out.join(':')}::/${subnet}`
-}
-
-/**
- * The common case, on every request: a dotted-quad IPv4 address, checked without a regular
- * expression. Same rules as node:net isIPv4 (four parts of 0 to 255, no leading zeros).
- */
-function isDottedQuad(s: string): boolean {
-  const n = s.length
-  if (n < 7 || n > 15) return false
-  let dots = 0
-  let value = 0
-  let digits = 0
-  for (let i = 0; i < n; i++) {
-    const c = s.charCodeAt(i)
-    if (c === 46) {
-      if (digits === 0 || value > 255) return false
-      dots++
-      value = 0
-      digits = 0
-    } else if (c >= 48 && c <= 57) {
-      if (digits === 1 && value === 0) return false
-      value = value * 10 + c - 48
-      if (++digits > 3) return false
-    } else return false
-  }
-  return dots === 3 && digits > 0 && value <= 255
-}
-
-/** Expands a valid IPv6 text form (possibly with an embedded IPv4 tail) to eight 16-bit groups. */
-export function expandIPv6(address: string): number[] {
-  let text = address.toLowerCase()
-  const lastColon = text.lastIndexOf(':')
-  const tail = text.slice(lastColon + 1)
-  if (tail.includes('.')) {
-    const [a, b, c, d] = tail.split('.').map(Number) as [number, number, number, number]
-    text = `${text.slice(0, lastColon + 1)}${((a << 8) | b).toString(16)}:${((c << 8) | d).toString(16)}`
-  }
-  const [head, rest] = text.split('::') as [string, string | undefined]
-  const headGroups = head ? head.split(':') : []
-  const restGroups = rest ? rest.split(':') : []
-  const missing = 8 - headGroups.length - restGroups.length
-  const all = rest === undefined ? headGroups : [...headGroups, ...Array<string>(missing).fill('0'), ...restGroups]
-  return all.map((g) => Number.parseInt(g, 16))
 }

@@ -1,3 +1,4 @@
+import { unrefTimer } from '../timers'
 import { aimd, gradient2, type Interval, type LimitAlgorithm, type LimitAlgorithmName, vegas } from './limits'
 
 /*
@@ -148,7 +149,7 @@ export class AdaptiveGate {
       // Critical requests are served first, so one waits only while every slot is taken: half as long again
       // lets most of a round of slots free up for them.
       waiter.timer = setTimeout(() => this.expire(waiter), priority === 'critical' ? 1.5 * this.queueTimeout() : this.queueTimeout())
-      waiter.timer.unref?.()
+      unrefTimer(waiter.timer)
       this.queues[rank(priority)]!.push(waiter)
       this.queued++
     })

@@ -1,3 +1,4 @@
+import { unrefTimer } from '../timers'
 import type { MeterLike, MeterProviderLike, MetricAttributes } from '../types'
 import { type AdaptiveGate, PRIORITIES } from './gate'
 
@@ -31,7 +32,7 @@ export function observeGate(gate: AdaptiveGate, name: string, provider: MeterPro
       }
       if (look()) return
       const timer = setInterval(() => look() && clearInterval(timer), LOOKUP_MS)
-      timer.unref?.()
+      unrefTimer(timer)
     },
     () => undefined,
   )

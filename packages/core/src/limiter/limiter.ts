@@ -1,5 +1,3 @@
-import { EventEmitter } from 'node:events'
-import type { ServerResponse } from 'node:http'
 import { ALGORITHMS } from '../algorithms'
 import type { LimiterOptions } from '../options/limiter-options'
 import { type Config, parseOptions } from '../options/parse-options'
@@ -7,9 +5,10 @@ import { MemoryStore } from '../stores/memory-store'
 import type { AdapterHooks, Decision, MaybePromise } from '../types'
 import type { CallScope } from './call-parts'
 import { Counting } from './counting'
+import { Emitter } from './emitter'
 import { RequestInputs, type ScopeOptions } from './request-inputs'
 import { Resilience } from './resilience'
-import { type Rejection, ResponseParts } from './response'
+import { type NodeResponseLike, type Rejection, ResponseParts } from './response'
 import { Telemetry } from './telemetry'
 import { Waiting, type WaitOptions, waitArguments } from './waiting'
 
@@ -27,7 +26,7 @@ const prefixesInUse = new WeakMap<object, Set<string>>()
  * `limited` (decision) for each refusal (also in shadow mode), `decision` (decision) for every decision
  * of `check` and `consume` (free while nothing listens: telemetry.ts).
  */
-export class Limiter<Req = unknown> extends EventEmitter {
+export class Limiter<Req = unknown> extends Emitter {
   readonly config: Config<Req>
   private readonly inputs: RequestInputs<Req>
   private readonly counting: Counting<Req>
@@ -45,7 +44,6 @@ export class Limiter<Req = unknown> extends EventEmitter {
     const emit = (event: string, value?: unknown) => void this.emit(event, value)
     const resilience = new Resilience(this.config as Config<unknown>, emit)
     this.telemetry = new Telemetry(this.config as Config<unknown>, emit, () => resilience.downNodes)
-    this.watchListeners()
     this.counting = new Counting(this.config, ALGORITHMS[this.config.algorithm], resilience, this.telemetry, emit)
     this.inputs = new RequestInputs(this.config, hooks ?? { ip: () => undefined }, this.counting)
     this.response = new ResponseParts(
@@ -64,16 +62,6 @@ export class Limiter<Req = unknown> extends EventEmitter {
    */
   close(): Promise<void> {
     return this.counting.close()
-  }
-
-  /** `removeAllListeners()` also removes the two listeners that keep the `decision` flag. */
-  override removeAllListeners(event?: string | symbol): this {
-    // EventEmitter tells "all events" from an undefined one by its argument count.
-    if (event === undefined) super.removeAllListeners()
-    else super.removeAllListeners(event)
-    this.watchListeners()
-    this.telemetry.listen(this.listenerCount('decision') > 0)
-    return this
   }
 
   /**
@@ -207,7 +195,7 @@ export class Limiter<Req = unknown> extends EventEmitter {
   }
 
   /** Arms the completion hook: once `raw` closes, its outcome decides whether the request counts, and what it cost (`actualCost`). */
-  afterResponse(req: Req, res: unknown, raw: ServerResponse, decision: Decision): void {
+  afterResponse(req: Req, res: unknown, raw: NodeResponseLike, decision: Decision): void {
     this.response.afterResponse(req, res, raw, decision)
   }
 
@@ -232,16 +220,7 @@ export class Limiter<Req = unknown> extends EventEmitter {
   }
 
   /** Keeps the telemetry's flag of `decision` listeners, so a decision asks no emitter whether one listens. */
-  private watchListeners(): void {
-    if (!this.listeners('newListener').includes(this.added)) this.on('newListener', this.added)
-    if (!this.listeners('removeListener').includes(this.removed)) this.on('removeListener', this.removed)
-  }
-
-  private readonly added = (event: string | symbol): void => {
-    if (event === 'decision') this.telemetry.listen(true)
-  }
-
-  private readonly removed = (event: string | symbol): void => {
+  protected override listenersChanged(event: string | symbol): void {
     if (event === 'decision') this.telemetry.listen(this.listenerCount('decision') > 0)
   }
 }

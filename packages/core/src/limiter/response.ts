@@ -1,5 +1,3 @@
-import type { ServerResponse } from 'node:http'
-import { STATUS_CODES } from 'node:http'
 import { ALGORITHMS } from '../algorithms'
 import { describeDuration } from '../duration'
 import { describeValue } from '../errors'
@@ -7,6 +5,7 @@ import { rateLimitHeaders } from '../headers'
 import { isCount } from '../options/checks'
 import type { LimiterOptions } from '../options/limiter-options'
 import type { Config } from '../options/parse-options'
+import { STATUS_TITLES } from '../status-titles'
 import { type Decision, isThenable, type MaybePromise, type Policy } from '../types'
 import { HeaderRecords } from './fast-path/header-records'
 
@@ -15,9 +14,27 @@ export interface Rejection {
   status: number
   contentType: string
   body: string
-  /** `body` encoded in UTF-8, once: what adapters write (a default refusal is rendered once per policy). */
-  bytes: Buffer
+  /**
+   * `body` encoded in UTF-8, once: what adapters write (a default refusal is rendered once per policy).
+   * A Buffer where the runtime has one (Node, Bun), which Node's frameworks write as bytes.
+   */
+  bytes: Uint8Array
 }
+
+/** The parts of Node's http.ServerResponse that the completion hook reads (typed here: core imports no node:http). */
+export interface NodeResponseLike {
+  readonly destroyed: boolean
+  readonly writableFinished: boolean
+  readonly statusCode: number
+  once(event: 'close', listener: () => void): unknown
+}
+
+/**
+ * UTF-8 bytes of a refusal's body: a Buffer where there is one, since Koa and NestJS tell bytes from an
+ * object to serialise by Buffer.isBuffer; a Uint8Array elsewhere.
+ */
+const encode: (text: string) => Uint8Array =
+  typeof Buffer === 'function' ? (text) => Buffer.from(text) : (text) => new TextEncoder().encode(text)
 
 /** Policies whose default refusal is kept rendered. */
 const MAX_CACHED_REJECTIONS = 256
@@ -120,7 +137,7 @@ export class ResponseParts<Req> {
     }
     let cached = cache.get(decision.policy)
     if (cached === undefined) {
-      const problem = { type: 'about:blank', title: STATUS_CODES[status] ?? 'Error', status, detail: detail(decision) }
+      const problem = { type: 'about:blank', title: STATUS_TITLES[status] ?? 'Error', status, detail: detail(decision) }
       cached = this.render(message ?? problem, status, message === undefined)
       if (cache.size < MAX_CACHED_REJECTIONS) cache.set(decision.policy, cached)
     }
@@ -132,7 +149,7 @@ export class ResponseParts<Req> {
    * counts. A response cut off before it finished counts as failed. `res` is what `requestWasSuccessful`
    * receives (the framework's response object).
    */
-  afterResponse(req: Req, res: unknown, raw: ServerResponse, decision: Decision): void {
+  afterResponse(req: Req, res: unknown, raw: NodeResponseLike, decision: Decision): void {
     // The client may have left while the store answered: the response closed already and will not
     // close again, so it is over now, cut off (a concurrency slot would otherwise stay held for its window).
     if (raw.destroyed) this.complete(req, res, decision, 500)
@@ -208,13 +225,13 @@ export class ResponseParts<Req> {
   }
 
   private render(body: string | Record<string, unknown>, status: number, problem = false): Rejection {
-    if (typeof body === 'string') return { status, contentType: 'text/plain; charset=utf-8', body, bytes: Buffer.from(body) }
+    if (typeof body === 'string') return { status, contentType: 'text/plain; charset=utf-8', body, bytes: encode(body) }
     const json = JSON.stringify(body)
     return {
       status,
       contentType: problem ? 'application/problem+json' : 'application/json; charset=utf-8',
       body: json,
-      bytes: Buffer.from(json),
+      bytes: encode(json),
     }
   }
 }

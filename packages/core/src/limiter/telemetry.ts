@@ -1,7 +1,5 @@
-import { createHmac, randomBytes } from 'node:crypto'
-import { performance } from 'node:perf_hooks'
-import { debuglog } from 'node:util'
 import { TollgateError } from '../errors'
+import { hex, hmacSha256 } from '../hashes'
 import type { Config } from '../options/parse-options'
 import {
   type Decision,
@@ -31,11 +29,34 @@ const SOURCES: Record<DecisionSource, string> = {
 }
 
 /**
- * `NODE_DEBUG=tollgate`. Node reads NODE_DEBUG once, at startup, so `enabled` is read once here: with
- * the log off, a decision and a store call pay one branch for it and build no string.
+ * `NODE_DEBUG=tollgate`, read once, as Node's util.debuglog reads it: with the log off, a decision and
+ * a store call pay one branch for it and build no string. Read here rather than through node:util so
+ * that core loads where there is no Node; a runtime without `process`, or one that denies reading the
+ * environment (Deno without --allow-env), has the log off.
  */
-const debug = debuglog('tollgate')
-const DEBUG = debug.enabled
+const DEBUG = debugEnabled('tollgate')
+
+function debugEnabled(name: string): boolean {
+  let setting: string | undefined
+  try {
+    setting = (globalThis as { process?: { env?: Record<string, string | undefined> } }).process?.env?.NODE_DEBUG
+  } catch {
+    return false
+  }
+  // util.debuglog's rule: a comma-separated list of names, case-insensitive, "*" matching anything.
+  return (setting ?? '').split(',').some((entry) => {
+    const pattern = entry
+      .trim()
+      .replace(/[|\\{}()[\]^$+?.]/g, '\\$&')
+      .replace(/\*/g, '.*')
+    return pattern !== '' && new RegExp(`^${pattern}$`, 'i').test(name)
+  })
+}
+
+/** One line of the debug log, on stderr, in util.debuglog's form: `TOLLGATE <pid>: <message>`. */
+function debug(message: string): void {
+  console.error(`TOLLGATE ${(globalThis as { process?: { pid?: number } }).process?.pid}: ${message}`)
+}
 
 /** How often a limiter that follows the global MeterProvider looks whether one was registered or replaced (limiter clock ms). */
 const LOOKUP_MS = 1000
@@ -76,10 +97,10 @@ function loadApi(): void {
 }
 
 /** Keys in debug lines: an HMAC under a key drawn per process. Lines of one client can be followed, but a key (an IP: 2^32 guesses undo a plain hash) cannot be read back. */
-let hmacKey: Buffer | undefined
+let hmacKey: Uint8Array | undefined
 function keyHash(key: string): string {
-  hmacKey ??= randomBytes(16)
-  return createHmac('sha256', hmacKey).update(key).digest('hex').slice(0, 8)
+  hmacKey ??= crypto.getRandomValues(new Uint8Array(16))
+  return hex(hmacSha256(hmacKey, key)).slice(0, 8)
 }
 
 function outcomeOf(error: unknown): StoreOutcome {
@@ -230,7 +251,7 @@ export class Telemetry {
     this.instruments?.storeDuration.record(ms, { 'tollgate.operation': operation, 'tollgate.outcome': outcome })
     if (DEBUG) {
       const node = this.config.store.nodeOf?.(storeKey) || '-'
-      debug('store %s node=%s duration=%sms outcome=%s', operation, node, ms.toFixed(3), outcome)
+      debug(`store ${operation} node=${node} duration=${ms.toFixed(3)}ms outcome=${outcome}`)
     }
   }
 
@@ -246,15 +267,8 @@ export class Telemetry {
     }
     if (DEBUG) {
       debug(
-        'decision key=%s policy=%s count=%d limit=%d remaining=%d source=%s allowed=%s%s',
-        keyHash(d.key),
-        d.policy.name,
-        d.count,
-        d.limit,
-        d.remaining,
-        d.source,
-        d.allowed,
-        d.shadowed === true ? ' shadowed' : '',
+        `decision key=${keyHash(d.key)} policy=${d.policy.name} count=${d.count} limit=${d.limit} remaining=${d.remaining} ` +
+          `source=${d.source} allowed=${d.allowed}${d.shadowed === true ? ' shadowed' : ''}`,
       )
     }
     // Last: a listener that throws fails the request as a throwing `limited` listener does, but what

@@ -3,6 +3,7 @@ import { MemoryBound } from '../algorithms/memory-bound'
 import type { MemoryTwin } from '../algorithms/protocol'
 import { type Cell, Windows } from '../algorithms/windows'
 import { describeValue, invalidOption, rejectUnknown, TollgateError } from '../errors'
+import { unrefTimer } from '../timers'
 import type { AlgorithmName, Logger, Store, StoreCall, StoreResult } from '../types'
 
 export interface MemoryStoreOptions {
@@ -42,7 +43,13 @@ export class MemoryStore implements Store {
   private readonly windows: Windows
   private readonly twins = new Map<AlgorithmName, MemoryTwin>()
   private readonly clock: () => number
-  private timer: NodeJS.Timeout | undefined
+  private timer: ReturnType<typeof setInterval> | undefined
+  private readonly sweepMs: number
+  /**
+   * The sweep is due but not started: it starts with the first count, not at construction, because
+   * workerd refuses timers in a Worker's global scope, where an app builds its limiters.
+   */
+  private idle: boolean
 
   constructor(options: MemoryStoreOptions = {}) {
     // Checked here, not when the sweep timer first fires: a bad clock would otherwise surface as a
@@ -85,25 +92,25 @@ export class MemoryStore implements Store {
       }),
     )
     this.clock = clock ?? Date.now
-    const every = sweepIntervalMs ?? 5000
-    if (every > 0) {
-      this.timer = setInterval(() => this.prune(this.clock()), every)
-      this.timer.unref()
-    }
+    this.sweepMs = sweepIntervalMs ?? 5000
+    this.idle = this.sweepMs > 0
   }
 
   /** The fixed window's fast path: the same counters as `admit` with algorithm "fixed-window". */
   increment(key: string, cost: number, windowMs: number, now: number): number {
+    if (this.idle) this.startSweep()
     return this.windows.increment(key, cost, windowMs, now)
   }
 
   /** The mutable count behind `increment` (see Store.cell). */
   cell(key: string, windowMs: number, now: number): Cell {
+    if (this.idle) this.startSweep()
     return this.windows.cell(key, windowMs, now)
   }
 
   /** Checks every limit, then counts all or none: the memory twin of each algorithm's Lua. */
   admit(call: StoreCall): StoreResult {
+    if (this.idle) this.startSweep()
     const twin = this.twin(call.algorithm)
     const values: number[] = []
     let ok = true
@@ -117,6 +124,7 @@ export class MemoryStore implements Store {
    * keeping whichever count is further along.
    */
   seed(call: StoreCall, result: StoreResult): void {
+    if (this.idle) this.startSweep()
     const twin = this.twin(call.algorithm)
     const { values } = result
     for (let i = 0; i < call.limits.length; i++) twin.seed(call, i, values[2 * i]!, values[2 * i + 1]!, result.allowed)
@@ -131,6 +139,7 @@ export class MemoryStore implements Store {
   }
 
   block(key: string, until: number): void {
+    if (this.idle) this.startSweep()
     if (until > (this.blocks.get(key) ?? 0)) this.blocks.set(key, until)
   }
 
@@ -145,6 +154,7 @@ export class MemoryStore implements Store {
 
   /** `seed` for the fast path's count of `key` (the fixed window). */
   seedCount(key: string, windowMs: number, now: number, count: number): void {
+    if (this.idle) this.startSweep()
     this.windows.seed(key, windowMs, now, count)
   }
 
@@ -185,6 +195,13 @@ export class MemoryStore implements Store {
   shutdown(): void {
     if (this.timer !== undefined) clearInterval(this.timer)
     this.timer = undefined
+    this.idle = false
+  }
+
+  private startSweep(): void {
+    this.idle = false
+    this.timer = setInterval(() => this.prune(this.clock()), this.sweepMs)
+    unrefTimer(this.timer)
   }
 
   private twin(name: AlgorithmName): MemoryTwin {

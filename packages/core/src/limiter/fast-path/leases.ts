@@ -1,9 +1,10 @@
-import { randomBytes } from 'node:crypto'
 import type { Algorithm, LeaseModel } from '../../algorithms/algorithm'
 import { isEmpty, newSlice, prefetchAt, REFUSAL_TRUST_MS, type Slice } from '../../algorithms/lease-slice'
 import { unitsToAsk } from '../../algorithms/leases'
+import { hex } from '../../hashes'
 import { windowIndex } from '../../keys'
 import type { LeaseConfig } from '../../options/lease-option'
+import { unrefTimer } from '../../timers'
 import type { Decision, DecisionSource, LeaseRequest, LimitSpec, MaybePromise, Store, StoreErrorPolicy } from '../../types'
 import type { CallParts } from '../call-parts'
 import type { Resilience } from '../resilience'
@@ -34,8 +35,15 @@ const MAX_GRANTS_PER_REQUEST = 64
  */
 export class Leases {
   private slices = new Map<string, Slice>()
-  /** This process's lessee id, in its marker keys. */
-  private readonly owner = randomBytes(6).toString('hex')
+  /**
+   * This process's lessee id, in its marker keys: drawn at the first lease, not at construction, since
+   * workerd refuses random values in a Worker's global scope, where an app builds its limiters.
+   */
+  private lessee: string | undefined
+  private get owner(): string {
+    this.lessee ??= hex(crypto.getRandomValues(new Uint8Array(6)))
+    return this.lessee
+  }
   private timer: ReturnType<typeof setInterval> | undefined
   private readonly idleMs: number
   private readonly model: LeaseModel
@@ -216,7 +224,7 @@ export class Leases {
   private arm(): void {
     if (this.timer !== undefined) return
     this.timer = setInterval(() => this.giveBackIdle(), this.idleMs)
-    this.timer.unref()
+    unrefTimer(this.timer)
   }
 
   private giveBackIdle(): void {

@@ -228,7 +228,9 @@ class ClientWatch implements FailureCauses {
 function ignore(): void {}
 
 /** The one watch of `client`, started on first call; see the comment at the top of this file. */
-export const watchClient: (client: WatchedClient) => FailureCauses = onePer((client: WatchedClient) => new ClientWatch(client))
+export const watchClient: (client: WatchedClient) => FailureCauses = /* @__PURE__ */ onePer(
+  (client: WatchedClient) => new ClientWatch(client),
+)
 
 /**
  * A parameter's value in a CONFIG GET reply, as the client hands it over: a flat [name, value] array

@@ -1,5 +1,5 @@
-import { channel } from 'node:diagnostics_channel'
 import { FIXED_WINDOW_REPLIES, fixedWindowCommands, type WindowWrite, windowKey } from '../../algorithms/fixed-window'
+import { traced } from './node-builtins'
 import { ClientTransactions, queuedReplyError, type TransactionSender } from './transaction'
 
 /*
@@ -59,7 +59,7 @@ const EMPTY: string[] = []
  * (their README, "diagnostics_channel"). While a tracer listens there, transactions go through the
  * Pipeline, so they keep showing as one batch each; their commands are traced either way.
  */
-const batchTraces = channel('tracing:ioredis:batch:start')
+const BATCH_TRACES = 'tracing:ioredis:batch:start'
 
 /**
  * ioredis's Command class, as ioredis exports it (`Redis.Command`), so that @tollgate/core imports no
@@ -123,6 +123,7 @@ export class DirectWriter extends ClientTransactions implements TransactionSende
   /** A writer for `client` when it is a standalone ioredis client with its own `multi` and `sendCommand`. */
   static of(client: object): DirectWriter | undefined {
     const c = client as Partial<DirectClient>
+    traced(BATCH_TRACES) // on a Node without process.getBuiltinModule, starts loading the module now
     if (c.isCluster === true || typeof c.disconnect !== 'function') return undefined
     const multi = ioredisMulti(client)
     if (multi === undefined) return undefined
@@ -135,7 +136,7 @@ export class DirectWriter extends ClientTransactions implements TransactionSende
    * later spy goes through the spy), and no tracer listens for ioredis's batches (batchTraces).
    */
   get usable(): boolean {
-    return this.client.multi === this.multi && !batchTraces.hasSubscribers
+    return this.client.multi === this.multi && !traced(BATCH_TRACES)
   }
 
   /** Sends MULTI, fixedWindowCommands per write, EXEC, in one write; EXEC's replies. */

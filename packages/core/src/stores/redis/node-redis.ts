@@ -1,5 +1,5 @@
-import { createHash } from 'node:crypto'
 import type { RedisTransactionLike } from '../../algorithms/fixed-window'
+import { hex, sha1 as sha1Of } from '../../hashes'
 import type { WatchedClient } from './client-watch'
 import { type StrangerNode, strangerNodes, Transaction } from './node-redis-transaction'
 import { type AnyNodeRedis, isNodeRedisCluster, type NodeRedisClientLike, type NodeRedisClusterLike } from './node-redis-types'
@@ -37,7 +37,7 @@ interface SlotsInternals {
 
 /** SHA1 of a script, as EVALSHA names it. */
 function sha1(lua: string): string {
-  return createHash('sha1').update(lua).digest('hex')
+  return hex(sha1Of(lua))
 }
 
 function isNoScript(error: unknown): boolean {
@@ -253,4 +253,4 @@ const ASK_IDLE_MS = 10_000
 const RESET_PAUSE_MS = 1000
 
 /** The one adapter of a node-redis client or Cluster. */
-export const nodeRedisAdapter = onePer((client: AnyNodeRedis) => new NodeRedisAdapter(client))
+export const nodeRedisAdapter = /* @__PURE__ */ onePer((client: AnyNodeRedis) => new NodeRedisAdapter(client))

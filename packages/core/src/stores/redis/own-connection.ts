@@ -1,6 +1,6 @@
-import { channel } from 'node:diagnostics_channel'
 import type { Socket } from 'node:net'
 import { FIXED_WINDOW_REPLIES, type FixedWindowCommand, fixedWindowCommands, type WindowWrite } from '../../algorithms/fixed-window'
+import { nodeBuiltin, traced } from './node-builtins'
 import { ReplyReader } from './resp-reader'
 import { describeReply, RedisProtocolError, type TransactionSender } from './transaction'
 import { command, DueReplies, EXEC, MULTI, type Pending, settle } from './wire-replies'
@@ -50,8 +50,8 @@ import { type ClientOptions, connectLike, followable, ReopenBackoff, setupComman
  *   Connector are left on ioredis (the server they reach is theirs to find), as is every Cluster.
  */
 
-const commandTraces = channel('tracing:ioredis:command:start')
-const batchTraces = channel('tracing:ioredis:batch:start')
+const COMMAND_TRACES = 'tracing:ioredis:command:start'
+const BATCH_TRACES = 'tracing:ioredis:batch:start'
 
 /**
  * How long the connection may stay silent while a reply is due before it counts as lost. Far beyond
@@ -95,6 +95,10 @@ export class WireConnection implements TransactionSender {
   static of(client: object): WireConnection | undefined {
     let known = connections.get(client)
     if (known === undefined) {
+      // On a Node without process.getBuiltinModule these load in the background: started now, they are
+      // there by the time the client is ready and the connection opens.
+      nodeBuiltin('node:net')
+      nodeBuiltin('node:tls')
       known = followable(client) ? new WireConnection(client, client.options) : null
       connections.set(client, known)
     }
@@ -103,7 +107,7 @@ export class WireConnection implements TransactionSender {
 
   /** Whether the store's next transaction goes here: both connections ready, the same db, no tracer of ioredis listening. */
   get usable(): boolean {
-    if (!this.ready || this.client.status !== 'ready' || commandTraces.hasSubscribers || batchTraces.hasSubscribers) return false
+    if (!this.ready || this.client.status !== 'ready' || traced(COMMAND_TRACES) || traced(BATCH_TRACES)) return false
     const select = this.client.condition?.select
     return select === undefined || select === this.db
   }

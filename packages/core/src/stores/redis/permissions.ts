@@ -1,7 +1,7 @@
-import { createHash } from 'node:crypto'
 import { ALGORITHM_NAMES, ALGORITHMS } from '../../algorithms'
 import { correctionBatchScript } from '../../algorithms/correction-batch'
 import { describeValue } from '../../errors'
+import { hex, sha1 } from '../../hashes'
 import type { AlgorithmName } from '../../types'
 
 /*
@@ -50,7 +50,7 @@ export function commandsByAlgorithm(): Map<string, AlgorithmName[]> {
 
 /** The script (its Lua) that a SHA1 names, for every script the store runs. */
 export function scriptsBySha(): Map<string, string> {
-  return new Map(scripts().map((lua) => [createHash('sha1').update(lua).digest('hex'), lua]))
+  return new Map(scripts().map((lua) => [hex(sha1(lua)), lua]))
 }
 
 /**

@@ -16,7 +16,7 @@ const INCOMPLETE = Symbol('incomplete')
 const CR = 13
 const LF = 10
 /** The status replies the connection expects, read without allocating a string each. */
-const STATUSES = ['OK', 'QUEUED', 'PONG'].map((text) => ({ text, bytes: Buffer.from(text) }))
+const STATUSES = /* @__PURE__ */ ['OK', 'QUEUED', 'PONG'].map((text) => ({ text, bytes: Buffer.from(text) }))
 
 /** RESP2 replies from a byte stream: status, error, integer, bulk string, array (nested), nil. */
 export class ReplyReader {

@@ -3,15 +3,20 @@
  * CRC16 (XMODEM) of the key's hash tag, the text inside its first `{...}` when not empty, mod 16384.
  */
 
-const TABLE = new Uint16Array(256)
-for (let i = 0; i < 256; i++) {
-  let crc = i << 8
-  for (let bit = 0; bit < 8; bit++) crc = crc & 0x8000 ? ((crc << 1) ^ 0x1021) & 0xffff : (crc << 1) & 0xffff
-  TABLE[i] = crc
-}
+// Built by a call marked pure, not by statements at the top of the file: a bundler then drops the table
+// with the rest of RedisStore from an app that does not use it.
+const TABLE = /* @__PURE__ */ (() => {
+  const table = new Uint16Array(256)
+  for (let i = 0; i < 256; i++) {
+    let crc = i << 8
+    for (let bit = 0; bit < 8; bit++) crc = crc & 0x8000 ? ((crc << 1) ^ 0x1021) & 0xffff : (crc << 1) & 0xffff
+    table[i] = crc
+  }
+  return table
+})()
 
 function crc16(text: string): number {
-  const bytes = Buffer.from(text)
+  const bytes = new TextEncoder().encode(text)
   let crc = 0
   for (const byte of bytes) crc = ((crc << 8) & 0xffff) ^ TABLE[((crc >> 8) ^ byte) & 0xff]!
   return crc

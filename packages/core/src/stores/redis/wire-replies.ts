@@ -13,8 +13,8 @@ export function command(...args: string[]): string {
   return out
 }
 
-export const MULTI = command('MULTI')
-export const EXEC = command('EXEC')
+export const MULTI = /* @__PURE__ */ command('MULTI')
+export const EXEC = /* @__PURE__ */ command('EXEC')
 
 /**
  * A transaction (or the connection's setup) waiting for its replies, in the order they come. Every

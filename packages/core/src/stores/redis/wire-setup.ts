@@ -1,5 +1,5 @@
-import { createConnection, type Socket } from 'node:net'
-import { connect as tlsConnect } from 'node:tls'
+import type { Socket } from 'node:net'
+import { nodeBuiltin } from './node-builtins'
 import { command } from './wire-replies'
 
 /*
@@ -55,7 +55,10 @@ export function connectLike(o: ClientOptions): Socket | undefined {
   try {
     // As ioredis connects: TLS whenever `tls` is set (a rediss:// URL sets it to true), its options over the target.
     const tls = o.tls ? { ...target, ...(typeof o.tls === 'object' ? o.tls : {}) } : undefined
-    socket = tls === undefined ? createConnection(target as { port: number }) : tlsConnect(tls)
+    const net = nodeBuiltin<typeof import('node:net')>('node:net')
+    const tlsModule = nodeBuiltin<typeof import('node:tls')>('node:tls')
+    if (net === undefined || tlsModule === undefined) return undefined
+    socket = tls === undefined ? net.createConnection(target as { port: number }) : tlsModule.connect(tls)
   } catch {
     return undefined
   }
