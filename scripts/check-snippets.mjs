@@ -57,6 +57,7 @@ const TSCONFIG = {
       '@tollgate/nestjs': ['packages/nestjs/src/index.ts'],
       '@tollgate/upstash': ['packages/upstash/src/index.ts'],
       '@tollgate/cloudflare': ['packages/cloudflare/src/index.ts'],
+      '@tollgate/web': ['packages/web/src/index.ts'],
     },
   },
   include: ['*.ts'],

@@ -13,6 +13,7 @@ const expected: Record<string, string[]> = {
   '@tollgate/koa': ['rateLimit', 'RateLimit', 'MemoryStore', 'RedisStore'],
   '@tollgate/upstash': ['UpstashStore'],
   '@tollgate/cloudflare': ['DurableObjectStore', 'TollgateCounter'],
+  '@tollgate/web': ['withRateLimit', 'rateLimit', 'rateLimitOf', 'MemoryStore', 'RedisStore'],
   '@tollgate/nestjs': ['TollgateModule', 'TollgateGuard', 'RateLimit', 'SkipRateLimit', 'RateLimitException', 'MemoryStore', 'RedisStore'],
 }
 

@@ -124,4 +124,9 @@ export interface AdapterHooks<Req> {
    * (the setup is known to be fine: stop asking, so healthy servers pay nothing per request).
    */
   diagnose?(req: Req): string | null | undefined
+  /**
+   * What to do about a request without a client IP, in the warning logged at the first one: the
+   * adapter's own settings. @default "Behind a proxy, set the framework's trust-proxy setting; or pass a key() option."
+   */
+  readonly noIpAdvice?: string
 }

@@ -237,7 +237,7 @@ export class RequestInputs<Req> {
     }
     this.warnOnce(
       'no-ip',
-      `Tollgate: could not resolve the client IP of a request (got ${describeValue(ip)}). Such requests share one bucket, "${UNKNOWN_CLIENT_KEY}". Behind a proxy, set the framework's trust-proxy setting; or pass a key() option.`,
+      `Tollgate: could not resolve the client IP of a request (got ${describeValue(ip)}). Such requests share one bucket, "${UNKNOWN_CLIENT_KEY}". ${this.hooks.noIpAdvice ?? "Behind a proxy, set the framework's trust-proxy setting; or pass a key() option."}`,
     )
     return UNKNOWN_CLIENT_KEY
   }
