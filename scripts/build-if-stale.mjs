@@ -12,7 +12,7 @@ import { join, resolve } from 'node:path'
 import { fileURLToPath } from 'node:url'
 
 const root = resolve(fileURLToPath(import.meta.url), '..', '..')
-const PACKAGES = ['core', 'express', 'fastify', 'koa', 'nestjs', 'upstash', 'cloudflare', 'web']
+const PACKAGES = ['core', 'express', 'fastify', 'koa', 'nestjs', 'upstash', 'cloudflare', 'web', 'hono']
 
 /** The newest modification time under `path` (a file, or every file of a directory tree). */
 function newest(path) {

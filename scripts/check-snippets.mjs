@@ -58,6 +58,7 @@ const TSCONFIG = {
       '@tollgate/upstash': ['packages/upstash/src/index.ts'],
       '@tollgate/cloudflare': ['packages/cloudflare/src/index.ts'],
       '@tollgate/web': ['packages/web/src/index.ts'],
+      '@tollgate/hono': ['packages/hono/src/index.ts'],
     },
   },
   include: ['*.ts'],

@@ -14,6 +14,7 @@ const expected: Record<string, string[]> = {
   '@tollgate/upstash': ['UpstashStore'],
   '@tollgate/cloudflare': ['DurableObjectStore', 'TollgateCounter'],
   '@tollgate/web': ['withRateLimit', 'rateLimit', 'rateLimitOf', 'MemoryStore', 'RedisStore'],
+  '@tollgate/hono': ['rateLimit', 'MemoryStore', 'RedisStore'],
   '@tollgate/nestjs': ['TollgateModule', 'TollgateGuard', 'RateLimit', 'SkipRateLimit', 'RateLimitException', 'MemoryStore', 'RedisStore'],
 }
 

@@ -111,3 +111,16 @@ describe('@tollgate/web bundled for the browser platform', () => {
     expect(worker.gzipped).toBeLessThanOrEqual(BUDGET)
   })
 })
+
+describe('@tollgate/hono bundled for the browser platform', () => {
+  it('imports no Node built-in, Hono included', async () => {
+    const hono = join(distDir('@tollgate/hono'), 'index.js')
+    const worker = await bundle(
+      `import { Hono } from 'hono'\nimport { rateLimit } from ${JSON.stringify(hono)}\n` +
+        `const app = new Hono()\napp.use(rateLimit({ max: 10 }))\napp.get('/', (c) => c.text('ok'))\nexport default app`,
+    )
+    console.log(`@tollgate/hono with Hono, on the memory store: ${kb(worker.minified)} minified, ${kb(worker.gzipped)} gzipped`)
+    expect(nodeImports(worker.metafile)).toEqual([])
+    expect(worker.text).not.toMatch(REDIS_STORE)
+  })
+})
