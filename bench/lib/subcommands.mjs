@@ -21,6 +21,7 @@ export const SUBCOMMANDS = {
     flags: IN_PROCESS,
     what: "ns and bytes each memory limiter adds to a framework's request, in process (~4 min)",
   },
+  'adaptive-cost': { script: 'adaptive-cost.mjs', what: "adaptive concurrency's decision per request, p50 and p99, in process (~10 s)" },
   'express-ip': { script: 'express-ip.mjs', flags: IN_PROCESS, what: "one read of Express's client address, in process (~1 min)" },
   instructions: { script: 'instructions.mjs', what: "instructions per request of each case's server, under callgrind (needs valgrind)" },
   profile: { script: 'profile.mjs', what: "a case's server time per request by function, under load (needs linux-perf)" },
