@@ -1,5 +1,9 @@
 import { unrefTimer } from '../timers'
+import { EventLoopUse } from './event-loop'
 import { aimd, gradient2, type Interval, type LimitAlgorithm, type LimitAlgorithmName, vegas } from './limits'
+import { type Issuer, Permit, type Priority, type Shed } from './permit'
+
+export { Permit, PRIORITIES, type Priority, type Shed } from './permit'
 
 /*
  * Adaptive concurrency: a per-process limit on requests in flight that follows the service's measured
@@ -10,11 +14,6 @@ import { aimd, gradient2, type Interval, type LimitAlgorithm, type LimitAlgorith
  * traffic is refused first and critical traffic only when nothing else is left to shed.
  * This protects the service as a whole; it is per process and does not replace per-client limits.
  */
-
-export type Priority = 'critical' | 'normal' | 'sheddable'
-
-/** Classes by rank, the lowest shed first. */
-export const PRIORITIES: readonly Priority[] = ['sheddable', 'normal', 'critical']
 
 export interface AdaptiveGateConfig {
   readonly algorithm: LimitAlgorithmName
@@ -34,33 +33,6 @@ export interface AdaptiveGateConfig {
   readonly clock: () => number
 }
 
-/** A request the gate let in: release it once, when its response has ended. */
-export class Permit {
-  private released = false
-  constructor(
-    private readonly gate: AdaptiveGate,
-    readonly priority: Priority,
-    readonly startedAt: number,
-    /** ms it waited in the queue. */
-    readonly waitedMs: number,
-  ) {}
-
-  /** `overloaded`: the request ended as overload (timed out, or the service answered 503 itself). */
-  release(overloaded = false): void {
-    if (this.released) return
-    this.released = true
-    this.gate.ended(this, overloaded)
-  }
-}
-
-/** A request the gate refused. */
-export interface Shed {
-  readonly priority: Priority
-  /** `full`: the queue had no room for its class; `timeout`: it waited queueTimeoutMs; `displaced`: a higher class took its place. */
-  readonly reason: 'full' | 'timeout' | 'displaced'
-  readonly retryAfterMs: number
-}
-
 interface Waiter {
   readonly priority: Priority
   readonly since: number
@@ -77,7 +49,7 @@ const PROBE_SHARE = 0.5
 /** Fewer completions than this in an interval, and it is extended: a mean of a few requests is noise. */
 const MIN_SAMPLES = 10
 
-export class AdaptiveGate {
+export class AdaptiveGate implements Issuer {
   private limitValue: number
   inflight = 0
   private readonly queues: Waiter[][] = [[], [], []]
@@ -98,7 +70,7 @@ export class AdaptiveGate {
   private probeAt: number
   private probe = 0
   private lastMeanMs = 0
-  private elu: { idle: number; active: number; utilization: number } | undefined
+  private readonly loop: EventLoopUse | undefined
   /** Refusals by class since the gate was made. */
   readonly shed: Record<Priority, number> = { critical: 0, normal: 0, sheddable: 0 }
 
@@ -109,7 +81,7 @@ export class AdaptiveGate {
     this.intervalStart = config.clock()
     // The first probe at once: the first intervals may already be queued.
     this.probeAt = this.intervalStart
-    this.elu = config.eventLoopUtilization === undefined ? undefined : eluNow()
+    this.loop = config.eventLoopUtilization === undefined ? undefined : EventLoopUse.start()
   }
 
   /** The current limit on requests in flight (a whole number; lower during a probe, but for critical requests). */
@@ -244,12 +216,7 @@ export class AdaptiveGate {
       this.probe = 2
       this.probeAt = now + window / 3
     }
-    let overloaded = this.overloads > 0
-    if (this.elu !== undefined) {
-      const next = eluNow()
-      if (next !== undefined && utilization(next, this.elu) > this.config.eventLoopUtilization!) overloaded = true
-      this.elu = next
-    }
+    const overloaded = this.overloads > 0 || (this.loop !== undefined && this.loop.sinceLast() > this.config.eventLoopUtilization!)
     const interval: Interval = { meanMs, baselineMs: Math.max(this.baselineMs, 0.001), peakInflight: this.peak, overloaded }
     const { minLimit, maxLimit } = this.config
     // A probe's interval says what the service does unqueued, not what the limit should be.
@@ -265,18 +232,4 @@ export class AdaptiveGate {
 
 function rank(priority: Priority): number {
   return priority === 'critical' ? 2 : priority === 'normal' ? 1 : 0
-}
-
-type Elu = { idle: number; active: number; utilization: number }
-
-/** The event loop's utilisation so far, where the runtime reports it (Node's performance.eventLoopUtilization). */
-function eluNow(): Elu | undefined {
-  const perf = (globalThis as { performance?: { eventLoopUtilization?: () => Elu } }).performance
-  return typeof perf?.eventLoopUtilization === 'function' ? perf.eventLoopUtilization() : undefined
-}
-
-function utilization(now: Elu, before: Elu): number {
-  const idle = now.idle - before.idle
-  const active = now.active - before.active
-  return idle + active > 0 ? active / (idle + active) : 0
 }
