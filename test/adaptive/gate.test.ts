@@ -164,3 +164,56 @@ test.each(['aimd', 'vegas'] as const)('%s also keeps admitted latency within twi
   expect(p99(served.map((o) => o.latencyMs!))).toBeLessThanOrEqual(2 * UNLOADED_P99_MS)
   expect(served.length / 5).toBeGreaterThanOrEqual(0.8 * perSecond)
 })
+
+describe('the order of shedding, on a fixed limit of 2', () => {
+  const fixed = (overrides: Partial<AdaptiveGateConfig> = {}) =>
+    new AdaptiveGate(config({ initialLimit: 2, minLimit: 2, maxLimit: 2, queueTimeoutMs: 50, maxQueue: 1, ...overrides }))
+
+  test('once a normal request is refused, the waiting sheddable one is refused with it, and new ones for an interval', async () => {
+    const gate = fixed({ maxQueue: 2 })
+    gate.acquire('normal')
+    gate.acquire('normal')
+    const normal = gate.acquire('normal')
+    const sheddable = gate.acquire('sheddable')
+    await jest.advanceTimersByTimeAsync(50)
+    expect(await normal).toMatchObject({ reason: 'timeout' })
+    expect(await sheddable).toMatchObject({ reason: 'shedding' })
+    expect(gate.acquire('sheddable')).toMatchObject({ reason: 'shedding' })
+    await jest.advanceTimersByTimeAsync(99)
+    expect(gate.acquire('sheddable')).toMatchObject({ reason: 'shedding' })
+    await jest.advanceTimersByTimeAsync(1)
+    expect(gate.acquire('sheddable')).toBeInstanceOf(Promise)
+    expect(gate.shed).toEqual({ critical: 0, normal: 1, sheddable: 3 })
+  })
+
+  test("a critical request whose wait is up takes a lower class's next slot, past the limit, while lower classes hold slots", async () => {
+    const gate = fixed({ maxQueue: 3 })
+    const normals = [gate.acquire('normal'), gate.acquire('normal')] as Permit[]
+    const critical = [gate.acquire('critical'), gate.acquire('critical')]
+    await jest.advanceTimersByTimeAsync(50)
+    // Two normal requests hold slots: the two critical ones go past the limit in their place.
+    expect((await Promise.all(critical)).every((a) => a instanceof Permit)).toBe(true)
+    expect(gate.inflight).toBe(4)
+    // The normal requests' slots do not free for their class until the limit is no longer passed.
+    const next = gate.acquire('normal')
+    normals[0]!.release()
+    normals[1]!.release()
+    expect(gate.inflight).toBe(2)
+    // No lower class holds a slot now: a request whose wait is up is refused, whatever its class.
+    const last = gate.acquire('critical')
+    await jest.advanceTimersByTimeAsync(50)
+    expect(await next).toMatchObject({ reason: 'timeout' })
+    expect(await last).toMatchObject({ reason: 'timeout' })
+  })
+
+  test('within a class, a burst is served oldest first', async () => {
+    const gate = fixed({ maxQueue: 3 })
+    const held = [gate.acquire('normal'), gate.acquire('normal')] as Permit[]
+    const order: number[] = []
+    for (const n of [1, 2, 3]) void (gate.acquire('critical') as Promise<Permit | Shed>).then(() => order.push(n))
+    held[0]!.release()
+    held[1]!.release()
+    await jest.advanceTimersByTimeAsync(0)
+    expect(order).toEqual([1, 2])
+  })
+})

@@ -1,69 +1,15 @@
-import type { AddressInfo } from 'node:net'
-import type { AdaptiveConcurrencyOptions, AdaptiveGate, Priority } from '@tollgate/core/adapter'
-import { adaptiveConcurrency as expressAdaptive } from '@tollgate/express'
-import { adaptiveConcurrency as fastifyAdaptive } from '@tollgate/fastify'
-import { adaptiveConcurrency as koaAdaptive } from '@tollgate/koa'
-import express from 'express'
-import Fastify from 'fastify'
-import Koa from 'koa'
+import type { Priority } from '@tollgate/core/adapter'
+import { frameworks } from './rig'
 
 // Over real HTTP on each framework: a fixed limit of 4 in flight and a queue of 2, handlers that run until
 // the test lets them end. No timing decides anything: the order of events does.
-
-type Serve = (
-  options: AdaptiveConcurrencyOptions<never>,
-  handle: (name: string) => Promise<void>,
-) => Promise<{ url: string; gate: AdaptiveGate; close: () => Promise<void> }>
-
-const priorityOf = (headers: Record<string, string | string[] | undefined>): Priority =>
-  (headers['x-priority'] as Priority | undefined) ?? 'normal'
-
-const frameworks: Record<string, Serve> = {
-  express: async (options, handle) => {
-    const app = express()
-    const mw = expressAdaptive({ ...options, priority: (req) => priorityOf(req.headers) })
-    app.use(mw)
-    app.get('/:name', async (req, res) => {
-      await handle(req.params.name!)
-      res.send('ok')
-    })
-    const server = app.listen(0, '127.0.0.1')
-    await new Promise((r) => server.once('listening', r))
-    const { port } = server.address() as AddressInfo
-    return { url: `http://127.0.0.1:${port}`, gate: mw.gate, close: () => new Promise((r) => server.close(() => r())) }
-  },
-  fastify: async (options, handle) => {
-    const app = Fastify()
-    const hook = fastifyAdaptive({ ...options, priority: (request) => priorityOf(request.headers) })
-    app.addHook('onRequest', hook)
-    app.get<{ Params: { name: string } }>('/:name', async (request) => {
-      await handle(request.params.name)
-      return 'ok'
-    })
-    const url = await app.listen({ port: 0, host: '127.0.0.1' })
-    return { url, gate: hook.gate, close: () => app.close() }
-  },
-  koa: async (options, handle) => {
-    const app = new Koa()
-    const mw = koaAdaptive({ ...options, priority: (ctx) => priorityOf(ctx.headers) })
-    app.use(mw)
-    app.use(async (ctx) => {
-      await handle(ctx.path.slice(1))
-      ctx.body = 'ok'
-    })
-    const server = app.listen(0, '127.0.0.1')
-    await new Promise((r) => server.once('listening', r))
-    const { port } = server.address() as AddressInfo
-    return { url: `http://127.0.0.1:${port}`, gate: mw.gate, close: () => new Promise((r) => server.close(() => r())) }
-  },
-}
 
 const until = async (check: () => boolean) => {
   for (let i = 0; i < 500 && !check(); i++) await new Promise((r) => setTimeout(r, 10))
   expect(check()).toBe(true)
 }
 
-describe.each(Object.keys(frameworks))('%s', (name) => {
+describe.each(Object.keys(frameworks) as Array<keyof typeof frameworks>)('%s', (name) => {
   test('past the limit and a full queue, the lowest class is shed with a 503; critical traffic is served first; every slot comes back', async () => {
     const started: string[] = []
     const waiting = new Map<string, () => void>()
@@ -73,7 +19,7 @@ describe.each(Object.keys(frameworks))('%s', (name) => {
         waiting.set(n, resolve)
       })
     const options = { initialLimit: 4, minLimit: 4, maxLimit: 4, maxQueue: 2, queueTimeout: '30s', eventLoopUtilization: false } as const
-    const { url, gate, close } = await frameworks[name]!(options, handle)
+    const { url, gate, close } = await frameworks[name](options, handle)
     try {
       const get = (n: string, priority: Priority) => fetch(`${url}/${n}`, { headers: { 'x-priority': priority } })
       const first = ['a', 'b', 'c', 'd'].map((n) => get(n, 'normal'))

@@ -8,10 +8,11 @@ export { Permit, PRIORITIES, type Priority, type Shed } from './permit'
 /*
  * Adaptive concurrency: a per-process limit on requests in flight that follows the service's measured
  * latency (limits.ts), with priority classes. Under the limit a request enters at once. At the limit it
- * waits, at most queueTimeoutMs, in a short queue served highest class first and, within a class, newest
- * first: under overload the requests that waited longest are the likeliest to be given up on by their
- * clients anyway. A full queue makes room by shedding its lowest class's oldest waiter, so sheddable
- * traffic is refused first and critical traffic only when nothing else is left to shed.
+ * waits, at most queueTimeoutMs, in a short queue served highest class first (within a class see drain).
+ * A full queue makes room by shedding its lowest class's oldest waiter. Once a request of a class is
+ * refused, the lower classes' waiters are refused with it and their new requests for an interval after:
+ * a slot one of them took would be one the higher class went without. So sheddable traffic is refused
+ * first and critical traffic only when nothing else is left to shed.
  * This protects the service as a whole; it is per process and does not replace per-client limits.
  */
 
@@ -52,8 +53,15 @@ const MIN_SAMPLES = 10
 export class AdaptiveGate implements Issuer {
   private limitValue: number
   inflight = 0
+  /** Requests in flight by class (rank). */
+  private readonly holding = [0, 0, 0]
   private readonly queues: Waiter[][] = [[], [], []]
   private queued = 0
+  /** By class: whether its queue was empty at some time in this interval; and whether it never was in the last. */
+  private readonly emptied = [true, true, true]
+  private readonly backlogged = [false, false, false]
+  /** By class: when one of its requests was last refused. */
+  private readonly refusedAt = [Number.NEGATIVE_INFINITY, Number.NEGATIVE_INFINITY, Number.NEGATIVE_INFINITY]
   private readonly algorithm: LimitAlgorithm
   /** The interval being measured. */
   private intervalStart: number
@@ -113,16 +121,20 @@ export class AdaptiveGate implements Issuer {
   /** A permit now, or a promise of one or of a refusal. */
   acquire(priority: Priority): Permit | Promise<Permit | Shed> | Shed {
     const now = this.config.clock()
-    if (this.queued === 0 && this.inflight < this.limitFor(rank(priority))) return this.admit(priority, now, now)
+    const r = rank(priority)
+    // While a higher class is being refused, a slot this request took would be one that class goes without.
+    for (let higher = r + 1; higher < 3; higher++)
+      if (now - this.refusedAt[higher]! < this.config.intervalMs) return this.refuse(priority, 'shedding', now)
+    if (this.queued === 0 && this.inflight < this.limitFor(r)) return this.admit(priority, now, now)
     const max = this.config.maxQueue ?? Math.max(1, this.limitFor(2))
-    if (this.queued >= max && !this.displace(rank(priority))) return this.refuse(priority, 'full')
+    if (this.queued >= max && !this.displace(r, now)) return this.refuse(priority, 'full', now)
     return new Promise<Permit | Shed>((resolve) => {
       const waiter: Waiter = { priority, since: now, resolve, timer: undefined }
-      // Critical requests are served first, so one waits only while every slot is taken: half as long again
-      // lets most of a round of slots free up for them.
-      waiter.timer = setTimeout(() => this.expire(waiter), priority === 'critical' ? 1.5 * this.queueTimeout() : this.queueTimeout())
+      waiter.timer = setTimeout(() => this.expire(waiter), this.queueTimeout())
       unrefTimer(waiter.timer)
-      this.queues[rank(priority)]!.push(waiter)
+      const queue = this.queues[r]!
+      if (queue.length === 0) this.emptied[r] = true
+      queue.push(waiter)
       this.queued++
     })
   }
@@ -130,6 +142,7 @@ export class AdaptiveGate implements Issuer {
   /** A permit's request ended: its latency is measured, and its slot goes to the best waiter. */
   ended(permit: Permit, overloaded: boolean): void {
     this.inflight--
+    this.holding[rank(permit.priority)]!--
     const now = this.config.clock()
     const ms = now - permit.startedAt
     this.sumMs += ms
@@ -141,13 +154,28 @@ export class AdaptiveGate implements Issuer {
 
   private admit(priority: Priority, now: number, since: number): Permit {
     this.inflight++
+    this.holding[rank(priority)]!++
     if (this.inflight > this.peak) this.peak = this.inflight
     return new Permit(this, priority, now, now - since)
   }
 
-  private refuse(priority: Priority, reason: Shed['reason']): Shed {
+  /** Refuses a request, and the waiters of every lower class with it: they are shed first. */
+  private refuse(priority: Priority, reason: Shed['reason'], now: number): Shed {
     this.shed[priority]++
+    const r = rank(priority)
+    this.refusedAt[r] = now
+    for (let lower = 0; lower < r; lower++) {
+      const queue = this.queues[lower]!
+      while (queue.length > 0) this.unqueue(queue.shift()!, 'shedding', now)
+    }
     return { priority, reason, retryAfterMs: RETRY_MS }
+  }
+
+  /** Refuses a waiter already taken out of its queue. */
+  private unqueue(waiter: Waiter, reason: Shed['reason'], now: number): void {
+    this.queued--
+    clearTimeout(waiter.timer)
+    waiter.resolve(this.refuse(waiter.priority, reason, now))
   }
 
   /**
@@ -162,34 +190,47 @@ export class AdaptiveGate implements Issuer {
   }
 
   /** Makes room for a waiter of rank `r` by shedding the oldest waiter of a lower class; false when there is none. */
-  private displace(r: number): boolean {
+  private displace(r: number, now: number): boolean {
     for (let lower = 0; lower < r; lower++) {
       const queue = this.queues[lower]!
       if (queue.length === 0) continue
-      const oldest = queue.shift()!
-      this.queued--
-      clearTimeout(oldest.timer)
-      oldest.resolve(this.refuse(oldest.priority, 'displaced'))
+      this.unqueue(queue.shift()!, 'displaced', now)
       return true
     }
     return false
   }
 
+  /**
+   * A waiter's time is up. While lower classes hold more slots than the limit has been passed by, it is let in
+   * past the limit instead of refused: that is a lower-class request shed, the one that would have had the next
+   * free slot (none frees until the requests in flight are back under the limit). Otherwise it is refused.
+   */
   private expire(waiter: Waiter): void {
-    const queue = this.queues[rank(waiter.priority)]!
+    const r = rank(waiter.priority)
+    const queue = this.queues[r]!
     const at = queue.indexOf(waiter)
     if (at === -1) return
     queue.splice(at, 1)
-    this.queued--
-    waiter.resolve(this.refuse(waiter.priority, 'timeout'))
+    const now = this.config.clock()
+    let lower = 0
+    for (let l = 0; l < r; l++) lower += this.holding[l]!
+    if (this.inflight - this.limitFor(r) >= lower) this.unqueue(waiter, 'timeout', now)
+    else {
+      this.queued--
+      waiter.resolve(this.admit(waiter.priority, now, waiter.since))
+    }
   }
 
-  /** Gives free slots to waiters: the highest class first, the newest first within it. */
+  /**
+   * Gives free slots to waiters, the highest class first. Within a class, the oldest first while its queue
+   * empties now and then (a burst, served in order); the newest first once it has not emptied for a whole
+   * interval (more of it comes than is served: its oldest waiters would be served only to be given up on).
+   */
   private drain(now: number): void {
     for (let r = 2; r >= 0; r--) {
       const queue = this.queues[r]!
       while (queue.length > 0 && this.inflight < this.limitFor(r)) {
-        const waiter = queue.pop()!
+        const waiter = this.backlogged[r] ? queue.pop()! : queue.shift()!
         this.queued--
         clearTimeout(waiter.timer)
         waiter.resolve(this.admit(waiter.priority, now, waiter.since))
@@ -221,6 +262,10 @@ export class AdaptiveGate implements Issuer {
     const { minLimit, maxLimit } = this.config
     // A probe's interval says what the service does unqueued, not what the limit should be.
     if (!probed) this.limitValue = Math.max(minLimit, Math.min(maxLimit, this.algorithm.next(this.limitValue, interval)))
+    for (let r = 0; r < 3; r++) {
+      this.backlogged[r] = !this.emptied[r] && this.queues[r]!.length > 0
+      this.emptied[r] = this.queues[r]!.length === 0
+    }
     this.lastMeanMs = meanMs
     this.intervalStart = now
     this.sumMs = 0

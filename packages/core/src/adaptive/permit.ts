@@ -32,7 +32,10 @@ export class Permit {
 /** A request the gate refused. */
 export interface Shed {
   readonly priority: Priority
-  /** `full`: the queue had no room for its class; `timeout`: it waited queueTimeoutMs; `displaced`: a higher class took its place. */
-  readonly reason: 'full' | 'timeout' | 'displaced'
+  /**
+   * `full`: the queue had no room for its class; `timeout`: it waited queueTimeoutMs; `displaced`: a higher class
+   * took its place; `shedding`: a higher class was refused within the last interval.
+   */
+  readonly reason: 'full' | 'timeout' | 'displaced' | 'shedding'
   readonly retryAfterMs: number
 }
