@@ -10,6 +10,7 @@ import {
   type MeterProviderLike,
   type MetricAttributes,
 } from '../types'
+import { DEBUG, debug } from './debug-log'
 
 /** The store calls timed in `tollgate.store.duration`, as its `tollgate.operation` attribute names them. */
 export type StoreOperation = CountingOperation | 'block' | 'blocked_until' | 'unblock' | 'lease' | 'end_lease'
@@ -26,36 +27,6 @@ const SOURCES: Record<DecisionSource, string> = {
   allow: 'allow',
   deny: 'deny',
   denyList: 'deny_list',
-}
-
-/**
- * `NODE_DEBUG=tollgate`, read once, as Node's util.debuglog reads it: with the log off, a decision and
- * a store call pay one branch for it and build no string. Read here rather than through node:util so
- * that core loads where there is no Node; a runtime without `process`, or one that denies reading the
- * environment (Deno without --allow-env), has the log off.
- */
-const DEBUG = debugEnabled('tollgate')
-
-function debugEnabled(name: string): boolean {
-  let setting: string | undefined
-  try {
-    setting = (globalThis as { process?: { env?: Record<string, string | undefined> } }).process?.env?.NODE_DEBUG
-  } catch {
-    return false
-  }
-  // util.debuglog's rule: a comma-separated list of names, case-insensitive, "*" matching anything.
-  return (setting ?? '').split(',').some((entry) => {
-    const pattern = entry
-      .trim()
-      .replace(/[|\\{}()[\]^$+?.]/g, '\\$&')
-      .replace(/\*/g, '.*')
-    return pattern !== '' && new RegExp(`^${pattern}$`, 'i').test(name)
-  })
-}
-
-/** One line of the debug log, on stderr, in util.debuglog's form: `TOLLGATE <pid>: <message>`. */
-function debug(message: string): void {
-  console.error(`TOLLGATE ${(globalThis as { process?: { pid?: number } }).process?.pid}: ${message}`)
 }
 
 /** How often a limiter that follows the global MeterProvider looks whether one was registered or replaced (limiter clock ms). */

@@ -53,3 +53,13 @@ export function traced(name: string): boolean {
   }
   return channel.hasSubscribers
 }
+
+/**
+ * Starts loading the sockets' modules for the store's own connection. On a Node without
+ * process.getBuiltinModule they load in the background: started when the store first sees the client,
+ * they are there by the time the client is ready and the connection opens.
+ */
+export function preloadSockets(): void {
+  nodeBuiltin('node:net')
+  nodeBuiltin('node:tls')
+}

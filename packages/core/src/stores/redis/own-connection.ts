@@ -1,6 +1,6 @@
 import type { Socket } from 'node:net'
 import { FIXED_WINDOW_REPLIES, type FixedWindowCommand, fixedWindowCommands, type WindowWrite } from '../../algorithms/fixed-window'
-import { nodeBuiltin, traced } from './node-builtins'
+import { preloadSockets, traced } from './node-builtins'
 import { ReplyReader } from './resp-reader'
 import { describeReply, RedisProtocolError, type TransactionSender } from './transaction'
 import { command, DueReplies, EXEC, MULTI, type Pending, settle } from './wire-replies'
@@ -95,10 +95,7 @@ export class WireConnection implements TransactionSender {
   static of(client: object): WireConnection | undefined {
     let known = connections.get(client)
     if (known === undefined) {
-      // On a Node without process.getBuiltinModule these load in the background: started now, they are
-      // there by the time the client is ready and the connection opens.
-      nodeBuiltin('node:net')
-      nodeBuiltin('node:tls')
+      preloadSockets()
       known = followable(client) ? new WireConnection(client, client.options) : null
       connections.set(client, known)
     }
