@@ -1,13 +1,17 @@
 import { createServer, type Server } from 'node:http'
 import { join } from 'node:path'
+import { createAdaptorServer } from '@hono/node-server'
 import type { DynamicModule, INestApplication } from '@nestjs/common'
 import { type Logger, MemoryStore, type Store } from '@tollgate/core'
 import * as tgExpress from '@tollgate/express'
 import * as tgFastify from '@tollgate/fastify'
+import * as tgHono from '@tollgate/hono'
 import * as tgKoa from '@tollgate/koa'
 import type { TollgateModuleOptions } from '@tollgate/nestjs'
+import * as tgWeb from '@tollgate/web'
 import express from 'express'
 import Fastify from 'fastify'
+import { Hono } from 'hono'
 import Koa from 'koa'
 import { testPrefix } from '../harness/redis'
 import { useRedis } from '../harness/use-redis'
@@ -100,6 +104,30 @@ const FRAMEWORKS: Array<[string, Start]> = [
       return served(createServer(app.callback()))
     },
   ],
+  [
+    '@tollgate/web',
+    (s, broken) => {
+      const handler = tgWeb.withRateLimit(
+        (request: Request) => new Response('ok', { headers: { 'x-actual-cost': String(new URL(request.url).searchParams.get('actual')) } }),
+        { ...base(s), actualCost: (_request, response: Response) => reported(response.headers.get('x-actual-cost'), broken) },
+      )
+      return served(createAdaptorServer({ fetch: handler }) as Server)
+    },
+  ],
+  [
+    'Hono',
+    (s, broken) => {
+      const app = new Hono()
+      app.use(
+        tgHono.rateLimit({ ...base(s), actualCost: (_c, response: Response) => reported(response.headers.get('x-actual-cost'), broken) }),
+      )
+      app.get('/', (c) => {
+        c.header('x-actual-cost', String(c.req.query('actual')))
+        return c.text('ok')
+      })
+      return served(createAdaptorServer({ fetch: app.fetch }) as Server)
+    },
+  ],
   ...(['express', 'fastify'] as const).map((platform): [string, Start] => [
     `NestJS on platform-${platform}`,
     async (s, broken) => {
@@ -158,6 +186,8 @@ describe('actualCost is validated when the limit is built', () => {
   it.each<[string, () => unknown]>([
     ['Express rateLimit()', () => tgExpress.rateLimit({ actualCost: bad })],
     ['Koa rateLimit()', () => tgKoa.rateLimit({ actualCost: bad })],
+    ['@tollgate/web withRateLimit()', () => tgWeb.withRateLimit(() => new Response(), { actualCost: bad })],
+    ['Hono rateLimit()', () => tgHono.rateLimit({ actualCost: bad })],
     ['fastify register()', () => Fastify().register(tgFastify.rateLimit, { actualCost: bad })],
   ])('%s rejects a value that is not a function, naming the option and the value', async (_where, build) => {
     await expect(Promise.resolve().then(build)).rejects.toMatchObject({

@@ -1,6 +1,8 @@
 import { RateLimit as ExpressRateLimit, rateLimit as expressRateLimit } from '@tollgate/express'
 import { type RateLimitOptions as FastifyOptions, RateLimit as FastifyRateLimit, rateLimit as fastifyRateLimit } from '@tollgate/fastify'
+import { rateLimit as honoRateLimit } from '@tollgate/hono'
 import { RateLimit as KoaRateLimit, rateLimit as koaRateLimit } from '@tollgate/koa'
+import { rateLimit as webRateLimit, withRateLimit } from '@tollgate/web'
 import Fastify, { type FastifyInstance } from 'fastify'
 
 // The options each adapter adds to the core's (a refusal handler, fastify's hook, a fastify route's
@@ -41,6 +43,11 @@ const build: Record<string, Build> = {
   'fastify route config.rateLimit.handler': (value) => fastifyRoute({ max: 1, handler: value }),
   'fastify route config.rateLimit.hook': (value) => fastifyRoute({ max: 1, hook: value }),
   'fastify route config.rateLimit': (value) => fastifyRoute(value),
+  'web withRateLimit() ip': (value) => withRateLimit(() => new Response(), { ip: value as never }),
+  'web rateLimit() trustProxy': (value) => webRateLimit({ trustProxy: value as never }),
+  'web withRateLimit() handler': (value) => withRateLimit(value as never),
+  'Hono rateLimit() getConnInfo': (value) => honoRateLimit({ getConnInfo: value as never }),
+  'Hono rateLimit() trustProxy': (value) => honoRateLimit({ trustProxy: value as never }),
 }
 
 // [where, option the message must name, bad value, how the message must show it]
@@ -66,6 +73,12 @@ const badValues: Array<[string, string, unknown, string]> = [
   ['fastify route config.rateLimit', 'config.rateLimit', 10, '10 (number)'],
   ['fastify route config.rateLimit', 'config.rateLimit', null, 'null'],
   ['fastify route config.rateLimit', 'config.rateLimit', [], 'an array of 0 (array)'],
+  ['web withRateLimit() ip', '"ip"', 'x-real-ip', '"x-real-ip" (string)'],
+  ['web rateLimit() trustProxy', '"trustProxy"', true, 'true (boolean)'],
+  ['web rateLimit() trustProxy', '"trustProxy"', -1, '-1 (number)'],
+  ['web withRateLimit() handler', '"handler"', null, 'null'],
+  ['Hono rateLimit() getConnInfo', '"getConnInfo"', 'bun', '"bun" (string)'],
+  ['Hono rateLimit() trustProxy', '"trustProxy"', '1', '"1" (string)'],
 ]
 
 /** The error `attempt` threw or rejected with; fails the test if it was accepted. */
@@ -102,6 +115,10 @@ describe('adapter options are validated when the limit is built', () => {
     ['fastify route config.rateLimit.hook', '"onRequest"', 'onRequest'],
     ['fastify route config.rateLimit', 'false', false],
     ['fastify route config.rateLimit', 'an object of options', { max: 1 }],
+    ['web withRateLimit() ip', 'an ip function', () => '203.0.113.7'],
+    ['web rateLimit() trustProxy', 'a hop count', 2],
+    ['Hono rateLimit() getConnInfo', 'a getConnInfo function', () => ({ remote: { address: '203.0.113.7' } })],
+    ['Hono rateLimit() trustProxy', 'no proxies (0)', 0],
   ] as Array<[string, string, unknown]>)('%s accepts %s', async (where, _label, value) => {
     await build[where]!(value)
   })

@@ -3,7 +3,7 @@ import { Limiter, MemoryStore, RedisStore, type Store } from '@tollgate/core'
 import { keysWithoutTtl } from '../harness/redis'
 import { useRedis } from '../harness/use-redis'
 import { close, listen } from '../support/http'
-import { build, FRAMEWORKS } from './apps'
+import { ADAPTERS, buildWith } from './fetch-apps'
 import { gate, inFlightApp, inFlightScenario, until } from './in-flight'
 
 // Algorithm "concurrency" over real HTTP in Express, Fastify and Koa: the slot of each request is
@@ -17,12 +17,12 @@ const stores: Array<[string, () => Store]> = [
 ]
 
 describe.each(stores)('a concurrency cap on the %s store', (storeName, makeStore) => {
-  it.each(FRAMEWORKS)(
+  it.each(ADAPTERS)(
     '%s serves 3 of 10 parallel slow requests of one client at once, refuses 7 with 429, and frees slots on response end and on a client abort',
     async (framework) => {
       const g = gate()
       const spec = inFlightApp(makeStore(), g)
-      const server = await build(framework, spec)
+      const server = await buildWith(framework, spec)
       const url = await listen(server)
       try {
         await inFlightScenario(url, g)
@@ -55,11 +55,11 @@ class SlowStore extends MemoryStore {
 }
 
 describe('a concurrency cap when the client leaves while the store answers', () => {
-  it.each(FRAMEWORKS)('%s frees the slot of a request cut off before its decision came back', async (framework) => {
+  it.each(ADAPTERS)('%s frees the slot of a request cut off before its decision came back', async (framework) => {
     const store = new SlowStore({ sweepIntervalMs: 0 })
     const g = gate()
     const spec = inFlightApp(store, g)
-    const server = await build(framework, spec)
+    const server = await buildWith(framework, spec)
     const url = await listen(server)
     const closed = new Promise<void>((resolve) => server.once('request', (req) => req.socket.once('close', () => resolve())))
     try {

@@ -2,7 +2,7 @@ import { MemoryStore, RedisStore, type Store } from '@tollgate/core'
 import { keysWithoutTtl, testPrefix } from '../harness/redis'
 import { useRedis } from '../harness/use-redis'
 import { burst, close, listen } from '../support/http'
-import { build, FRAMEWORKS } from './apps'
+import { ADAPTERS, buildWith } from './fetch-apps'
 
 // The race GET-then-INCR loses, in every framework: a concurrent burst from one client admits
 // exactly max. The clock is fixed so the burst falls in one window however long it takes.
@@ -14,14 +14,14 @@ const stores: Array<[string, () => Store]> = [
 ]
 
 describe.each(stores)('on the %s store', (_name, makeStore) => {
-  it.each(FRAMEWORKS)('%s admits exactly 50 of 500 concurrent requests, and 5 of 10', async (framework) => {
+  it.each(ADAPTERS)('%s admits exactly 50 of 500 concurrent requests, and 5 of 10', async (framework) => {
     const now = Date.now()
     for (const [max, n] of [
       [50, 500],
       [5, 10],
     ] as const) {
       const prefix = testPrefix(`burst-${framework}`)
-      const server = await build(framework, {
+      const server = await buildWith(framework, {
         global: { max, window: '1m', store: makeStore(), prefix, clock: () => now },
         routes: [{ method: 'GET', path: '/' }],
       })

@@ -50,11 +50,14 @@ class Reply implements FetchReply {
 /**
  * The gate of `limiter` for Fetch API requests (`Req` is what the limiter's options receive: the
  * Request, or a framework's context around it). `record` keeps a decision where the framework's users
- * read it and returns every decision made on the request so far, in order.
+ * read it and returns every decision made on the request so far, in order; `signalOf` gives the
+ * request's signal, which the runtime aborts when the client goes away: the response is then over, cut
+ * off (a 500), and a concurrency slot frees at once rather than when the handler ends.
  */
 export function fetchGate<Req>(
   limiter: Limiter<Req>,
   record: (req: Req, decision: Decision) => readonly Decision[],
+  signalOf: (req: Req) => AbortSignal | undefined,
 ): (req: Req) => MaybePromise<FetchReply> {
   const io: ResponseIO<Req, Reply> = {
     record(req, reply, decision) {
@@ -76,14 +79,20 @@ export function fetchGate<Req>(
     },
   }
   const gate = createGate<Req, Reply>(limiter, io)
-  const settle = (reply: Reply, go: boolean): Reply => {
+  const settle = (req: Req, reply: Reply, go: boolean): Reply => {
     reply.go = go
+    if (reply.done !== undefined) {
+      const signal = signalOf(req)
+      // Aborted already: the client left while the store answered.
+      if (signal?.aborted) reply.complete(500)
+      else signal?.addEventListener('abort', () => reply.complete(500), { once: true })
+    }
     return reply
   }
   return (req) => {
     const reply = new Reply()
     const go = gate(req, reply, undefined)
-    return isThenable(go) ? go.then((g) => settle(reply, g)) : settle(reply, go)
+    return isThenable(go) ? go.then((g) => settle(req, reply, g)) : settle(req, reply, go)
   }
 }
 

@@ -94,7 +94,7 @@ export function rateLimit<E extends Env = any>(options?: RateLimitOptions<E>): R
     ...(hops === 0 && { diagnose: (c) => (c.req.raw.headers.has('x-forwarded-for') ? UNTRUSTED_FORWARDING : undefined) }),
   }
   const limiter = new Limiter<Context<E>>(options, hooks, ['getConnInfo', 'trustProxy'])
-  const gate = fetchGate<Context<E>>(limiter, record)
+  const gate = fetchGate<Context<E>>(limiter, record, (c) => c.req.raw.signal)
 
   const middleware: MiddlewareHandler<E> = async (c, next) => {
     const reply = await gate(c)

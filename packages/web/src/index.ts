@@ -114,7 +114,7 @@ export function rateLimit<R extends Request = Request, Rest extends unknown[] = 
       hops === 0 && { diagnose: (request) => (request.headers.has('x-forwarded-for') ? UNTRUSTED_FORWARDING : undefined) }),
   }
   const limiter = new Limiter<R>(options, hooks, ['ip', 'trustProxy'])
-  const gate = fetchGate<R>(limiter, record)
+  const gate = fetchGate<R>(limiter, record, (request) => request.signal)
   const limit = async (request: R, ...rest: Rest): Promise<RateLimitResult> => {
     if (rest.length > 0) rests.set(request, rest)
     return gate(request)
