@@ -1,15 +1,61 @@
-import type { Priority } from '@tollgate/core/adapter'
-import { frameworks } from './rig'
+import type { Server } from 'node:http'
+import type { AddressInfo } from 'node:net'
+import { createAdaptorServer } from '@hono/node-server'
+import type { AdaptiveGate, Priority } from '@tollgate/core/adapter'
+import { adaptiveConcurrency as honoAdaptive } from '@tollgate/hono'
+import { withAdaptiveConcurrency } from '@tollgate/web'
+import { Hono } from 'hono'
+import { frameworks as nodeFrameworks, type Serve } from './rig'
 
-// Over real HTTP on each framework: a fixed limit of 4 in flight and a queue of 2, handlers that run until
-// the test lets them end. No timing decides anything: the order of events does.
+// Over real HTTP on each framework (@tollgate/web and Hono on Node through @hono/node-server): a fixed limit
+// of 4 in flight and a queue of 2, handlers that run until the test lets them end. No timing decides
+// anything: the order of events does.
+
+const priorityOf = (headers: Headers): Priority => (headers.get('x-priority') as Priority | null) ?? 'normal'
+
+/** A fetch handler served on Node, as the Fetch API adapters are in the conformance suite. */
+async function serveFetch(fetch: (request: Request, env: unknown) => Promise<Response> | Response, gate: AdaptiveGate) {
+  const server = createAdaptorServer({ fetch }) as Server
+  server.listen(0, '127.0.0.1')
+  await new Promise((r) => server.once('listening', r))
+  const { port } = server.address() as AddressInfo
+  const close = () => {
+    server.closeAllConnections()
+    return new Promise<void>((r) => server.close(() => r()))
+  }
+  return { url: `http://127.0.0.1:${port}`, gate, close }
+}
+
+const frameworks: Record<string, Serve> = {
+  ...nodeFrameworks,
+  web: async (options, handle) => {
+    const guarded = withAdaptiveConcurrency(
+      async (request: Request) => {
+        await handle(new URL(request.url).pathname.slice(1))
+        return new Response('ok')
+      },
+      { ...options, priority: (request) => priorityOf(request.headers) },
+    )
+    return serveFetch(guarded, guarded.gate)
+  },
+  hono: async (options, handle) => {
+    const app = new Hono()
+    const mw = honoAdaptive({ ...options, priority: (c) => priorityOf(c.req.raw.headers) })
+    app.use(mw)
+    app.get('/:name', async (c) => {
+      await handle(c.req.param('name'))
+      return c.text('ok')
+    })
+    return serveFetch(app.fetch, mw.gate)
+  },
+}
 
 const until = async (check: () => boolean) => {
   for (let i = 0; i < 500 && !check(); i++) await new Promise((r) => setTimeout(r, 10))
   expect(check()).toBe(true)
 }
 
-describe.each(Object.keys(frameworks) as Array<keyof typeof frameworks>)('%s', (name) => {
+describe.each(Object.keys(frameworks))('%s', (name) => {
   test('past the limit and a full queue, the lowest class is shed with a 503; critical traffic is served first; every slot comes back', async () => {
     const started: string[] = []
     const waiting = new Map<string, () => void>()
@@ -19,7 +65,7 @@ describe.each(Object.keys(frameworks) as Array<keyof typeof frameworks>)('%s', (
         waiting.set(n, resolve)
       })
     const options = { initialLimit: 4, minLimit: 4, maxLimit: 4, maxQueue: 2, queueTimeout: '30s', eventLoopUtilization: false } as const
-    const { url, gate, close } = await frameworks[name](options, handle)
+    const { url, gate, close } = await frameworks[name]!(options, handle)
     try {
       const get = (n: string, priority: Priority) => fetch(`${url}/${n}`, { headers: { 'x-priority': priority } })
       const first = ['a', 'b', 'c', 'd'].map((n) => get(n, 'normal'))

@@ -4,7 +4,7 @@
  * fetch-gate.ts is that I/O for the Fetch API's Request and Response, whole.
  */
 
-export { AdaptiveFront, admitOn, type ClosingResponse, nodeMiddleware, Permit, type ShedResponse } from './adaptive/front'
+export { AdaptiveFront, admitFetch, admitOn, type ClosingResponse, nodeMiddleware, Permit, type ShedResponse } from './adaptive/front'
 export type { AdaptiveGate, Priority } from './adaptive/gate'
 export type { LimitAlgorithmName } from './adaptive/limits'
 export type { AdaptiveConcurrencyOptions } from './adaptive/options'

@@ -107,3 +107,5 @@ export function rateLimit<E extends Env = any>(options?: RateLimitOptions<E>): R
   }
   return Object.assign(middleware, { limiter })
 }
+
+export { type AdaptiveConcurrencyMiddleware, type AdaptiveConcurrencyOptions, adaptiveConcurrency, type Priority } from './adaptive'

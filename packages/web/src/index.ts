@@ -159,3 +159,5 @@ export function withRateLimit<R extends Request, Rest extends unknown[], Out>(
   }
   return Object.assign(limited, { limiter: limit.limiter })
 }
+
+export { type AdaptiveConcurrencyOptions, type AdaptiveHandler, type Priority, withAdaptiveConcurrency } from './adaptive'

@@ -95,6 +95,19 @@ function writeShed(res: WritableResponse, answer: ShedResponse): void {
   res.end(answer.body)
 }
 
+/**
+ * For the adapters on the Fetch API: enters `req`; with a permit, releases it when `signal` aborts (the
+ * client went away) and gives it, for the adapter to release once the handler's response is known (as
+ * overload when the app answered 503 itself); when shed, gives the 503 as a Response.
+ */
+export async function admitFetch<Req>(front: AdaptiveFront<Req>, req: Req, signal: AbortSignal | undefined): Promise<Permit | Response> {
+  const answer = await front.enter(req)
+  if (!(answer instanceof Permit)) return new Response(answer.body, { status: answer.status, headers: answer.headers })
+  if (signal?.aborted) answer.release()
+  else signal?.addEventListener('abort', () => answer.release(), { once: true })
+  return answer
+}
+
 function held(answer: Permit | ShedResponse, raw: ClosingResponse): true | ShedResponse {
   if (!(answer instanceof Permit)) return answer
   raw.once('close', () => answer.release(raw.statusCode === 503))
