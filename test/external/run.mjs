@@ -25,7 +25,7 @@ import { fileURLToPath } from 'node:url'
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..')
 const projectsDir = join(root, 'test', 'external', 'projects')
-const PACKAGES = ['core', 'express', 'fastify', 'koa', 'nestjs']
+const PACKAGES = ['core', 'express', 'fastify', 'koa', 'nestjs', 'web', 'hono']
 const args = new Set(process.argv.slice(2))
 const npm = process.platform === 'win32' ? 'npm.cmd' : 'npm'
 const bin = (name) => join(root, 'node_modules', '.bin', name)

@@ -6,8 +6,12 @@
  * imported from node:events so that core loads on every runtime with Web APIs.
  */
 
-/** A listener of a limiter's events: each event passes one value (the decision, the error, the node). */
-export type Listener = (...args: never[]) => unknown
+/**
+ * A listener of a limiter's events: each event passes one value (the decision, the error, the node).
+ * Its arguments are typed as EventEmitter types them, so a listener written for one keeps compiling.
+ */
+// biome-ignore lint/suspicious/noExplicitAny: EventEmitter's listener type, for the listeners apps already have
+export type Listener = (...args: any[]) => unknown
 
 type Entry = { listener: Listener; once: boolean }
 
@@ -58,7 +62,7 @@ export class Emitter {
     // The list as it was: a listener that adds or removes listeners changes the next emit, not this one.
     for (const entry of list) {
       if (entry.once) this.remove(event, entry)
-      ;(entry.listener as (...values: unknown[]) => unknown).apply(this, args)
+      entry.listener.apply(this, args)
     }
     return true
   }
