@@ -3,6 +3,7 @@
 //
 //   npm run bench -- overload              60 s per case (~5 min): writes bench/OVERLOAD.md and bench/OVERLOAD.svg
 //   npm run bench -- overload --quick      12 s per case (~1 min), to bench/out/
+//   npm run bench -- overload --steady     Tollgate at half the capacity for 300 s (--quick: 30 s): every refusal counted
 //
 // The service (bench/overload-server.mjs) serves CAPACITY requests at a time, 15 to 25 ms each; its capacity halves
 // half-way through the run (a failed replica, a slower database). The load is open: requests are sent at a fixed
@@ -12,7 +13,10 @@
 // requests in flight set at the first capacity, @fastify/under-pressure (event-loop delay and utilisation), and
 // Tollgate's adaptiveConcurrency. Per case and phase (from 5 s after each step): admitted p50 and p99, goodput
 // (answers within 1 s per second, against the capacity), refusals by class; the unloaded p99 comes from a run at
-// half the capacity with no protection. The server is pinned to core 0 and this process to core 1 when taskset is
+// half the first capacity, which does not halve, with no protection. --steady offers Tollgate that half load alone
+// for five minutes, the same mix of classes: a gate that refuses anything there is acting on an overload that is not.
+// This process notes how late it sent each request: one that fell behind (a busy core) sends what it owes at once,
+// and the refusals that burst brings are counted apart. The server is pinned to core 0 and this process to core 1 when taskset is
 // available. Tollgate's limit and latency over time are drawn in the SVG.
 import { execFileSync } from 'node:child_process'
 import { writeFileSync } from 'node:fs'
@@ -25,6 +29,7 @@ import { canPin, deadline, freePort, installSignalHandlers, pinned, shutdown, sp
 const { values } = parseArgs({
   options: {
     quick: { type: 'boolean' },
+    steady: { type: 'boolean' },
     seconds: { type: 'string' },
     capacity: { type: 'string', default: '16' },
     cases: { type: 'string' },
@@ -34,8 +39,10 @@ const { values } = parseArgs({
 })
 const CASES = ['none', 'static', 'under-pressure', 'tollgate']
 if (values.help) {
-  process.stdout.write(`Usage: npm run bench -- overload [--quick] [--seconds N] [--capacity N] [--cases LIST] [--out NAME]
-  --seconds N      seconds per case (default 60, quick 12); the capacity halves half-way
+  process.stdout.write(`Usage: npm run bench -- overload [--quick] [--steady] [--seconds N] [--capacity N] [--cases LIST] [--out NAME]
+  --steady         Tollgate alone at half the capacity, which does not halve: refusals (there should be none) and
+                   p50/p99, to the terminal and bench/out/overload-steady.md (or --out)
+  --seconds N      seconds per case (default 60, quick 12; --steady 300, quick 30); the capacity halves half-way
   --capacity N     requests the service serves at once before it halves (default 16)
   --cases LIST     comma list of: ${CASES.join(', ')}
   --out NAME       write NAME.md and NAME.svg (default: bench/OVERLOAD.md and bench/OVERLOAD.svg; quick: bench/out/overload)
@@ -43,7 +50,8 @@ if (values.help) {
   process.exit(0)
 }
 const quick = values.quick === true
-const seconds = Number(values.seconds ?? (quick ? 12 : 60))
+const steady = values.steady === true
+const seconds = Number(values.seconds ?? (steady ? (quick ? 30 : 300) : quick ? 12 : 60))
 const capacity = Number(values.capacity)
 const cases = values.cases?.split(',') ?? CASES
 const SERVICE_MS = 20
@@ -51,19 +59,23 @@ const perSecond = (capacity * 1000) / SERVICE_MS
 const MIX = ['critical', 'normal', 'sheddable', 'normal', 'sheddable', 'normal', 'critical', 'normal', 'sheddable', 'normal']
 const GOOD_MS = 1000
 const GIVE_UP_MS = 2000
+/** A request sent this much after it was due was sent in a burst: this process had fallen behind (a busy core). */
+const BEHIND_MS = 20
+const BURST_MS = 250
 
 installSignalHandlers()
-deadline(Math.ceil((seconds * (cases.length + 1) + 60) / 60) + 2, 'the overload benchmark')
+deadline(Math.ceil((seconds * (steady ? 1 : cases.length + 1) + 60) / 60) + 2, 'the overload benchmark')
 if (canPin) {
   try {
     execFileSync('taskset', ['-a', '-cp', '1', String(process.pid)], { stdio: 'ignore' })
   } catch {}
 }
 
-/** One case's run: the server started, `rate` requests a second for `seconds`, every answer recorded. */
-async function runCase(name, rate, secs) {
+/** One case's run: the server started, `rate` requests a second for `secs`, every answer recorded; the capacity halves half-way if `halve`. */
+async function runCase(name, rate, secs, halve = true) {
   const port = await freePort()
-  const halveAt = Date.now() + 1500 + (secs * 1000) / 2
+  const start = Date.now() + 1500
+  const halveAt = halve ? start + (secs * 1000) / 2 : Number.POSITIVE_INFINITY
   const [cmd, args] = pinned(0, process.execPath, [
     join(BENCH_DIR, 'overload-server.mjs'),
     name,
@@ -85,7 +97,6 @@ async function runCase(name, rate, secs) {
   })
   const agent = new Agent({ keepAlive: true, maxSockets: 1024 })
   const results = []
-  const start = halveAt - (secs * 1000) / 2
   while (Date.now() < start) await new Promise((r) => setTimeout(r, 5))
   const end = start + secs * 1000
   let sent = 0
@@ -94,6 +105,8 @@ async function runCase(name, rate, secs) {
     let done = false
     const send = (due) => {
       const priority = MIX[sent++ % MIX.length]
+      // How late this process sent it: a load generator that fell behind sends what it owes at once, a burst.
+      const late = Math.round(Date.now() - due)
       pending++
       let finished = false
       const req = request({ host: '127.0.0.1', port, path: '/', agent, headers: { 'x-priority': priority } }, (res) => {
@@ -101,13 +114,13 @@ async function runCase(name, rate, secs) {
         res.on('error', () => {})
         res.on('end', () => {
           finished = true
-          results.push({ due: due - start, ms: Math.round(Date.now() - due), status: res.statusCode, priority })
+          results.push({ due: due - start, ms: Math.round(Date.now() - due), status: res.statusCode, priority, late })
           if (--pending === 0 && done) resolve()
         })
       })
       req.on('error', () => {
         if (finished) return
-        results.push({ due: due - start, ms: Math.round(Date.now() - due), status: 0, priority })
+        results.push({ due: due - start, ms: Math.round(Date.now() - due), status: 0, priority, late })
         if (--pending === 0 && done) resolve()
       })
       // A client gives up after GIVE_UP_MS from when its request was due, waiting for a socket included: an
@@ -173,10 +186,34 @@ function misordered(rs, refused) {
 }
 
 const log = (...a) => console.log(...a)
+if (steady) {
+  log(`service: ${capacity} at a time, 15-25 ms each; offered ${perSecond / 2} requests/s (half its capacity) for ${seconds} s`)
+  const run = await runCase('tollgate', perSecond / 2, seconds, false)
+  const ok = run.results.filter((r) => r.status === 200).map((r) => r.ms)
+  const refused = run.results.filter((r) => r.status !== 200)
+  const byClass = ['critical', 'normal', 'sheddable'].map((c) => refused.filter((r) => r.priority === c).length).join(' / ')
+  const behind = run.results.filter((r) => r.late > BEHIND_MS)
+  // A refusal within BURST_MS after a request this process sent late came of the burst it sent on catching up: a
+  // moment of several times the capacity, not half of it. Counted apart, and shown.
+  const inBurst = refused.filter((r) => behind.some((b) => b.due <= r.due && r.due - b.due <= BURST_MS))
+  const line =
+    `half the capacity (${perSecond / 2} requests/s) for ${seconds} s: ${run.results.length} requests, refused ${refused.length} ` +
+    `(critical / normal / sheddable ${byClass}; ${refused.length - inBurst.length} with the load generator on time), ` +
+    `admitted p50 ${quantile(ok, 0.5)} p99 ${quantile(ok, 0.99)} ms; the load generator fell behind ${BEHIND_MS} ms ` +
+    `for ${behind.length} requests (at most ${Math.max(0, ...run.results.map((r) => r.late))} ms)`
+  log(`tollgate        ${line}`)
+  const base = outBase(values.out ?? 'overload-steady')
+  writeFileSync(
+    `${base}.md`,
+    `# Overload benchmark, steady\n\n\`npm run bench -- overload --steady${quick ? ' --quick' : ''}\`: Tollgate in front of a service that serves ${capacity} requests at a time (15 to 25 ms each), ${line}.\n`,
+  )
+  log(`wrote ${base}.md`)
+  await shutdown(refused.length === inBurst.length ? 0 : 1)
+}
 log(
   `service: ${capacity} at a time, 15-25 ms each, halved after ${seconds / 2} s; offered ${3 * perSecond} requests/s for ${seconds} s per case`,
 )
-const unloaded = await runCase('none', perSecond / 2, quick ? 6 : 10)
+const unloaded = await runCase('none', perSecond / 2, quick ? 6 : 10, false)
 const unloadedP99 = quantile(
   unloaded.results.filter((r) => r.status === 200).map((r) => r.ms),
   0.99,
@@ -195,7 +232,8 @@ for (const name of cases) {
           (p, i) =>
             `[${i === 0 ? 'full' : 'half'}] p50 ${p.p50} p99 ${p.p99} ms, goodput ${(100 * p.goodput).toFixed(0)}%, refused ${p.refused} (shed in order ${(100 * p.sheddableShare).toFixed(1)}%), critical served ${(100 * p.criticalServed).toFixed(1)}%`,
         )
-        .join('  '),
+        .join('  ') +
+      `  (load generator over ${BEHIND_MS} ms late: ${run.results.filter((r) => r.late > BEHIND_MS).length} requests)`,
   )
 }
 

@@ -146,12 +146,16 @@ test('after the capacity halves, the limit follows it down and latency is back w
   expect(gate.limit).toBeLessThanOrEqual(capacity)
 })
 
-test('at half its capacity nothing is refused', async () => {
+test('at half its capacity nothing is refused, and the limit is never probed (the traffic, not the limit, is the bound)', async () => {
   const gate = new AdaptiveGate(config())
   const capacity = 16
   const perSecond = (capacity * 1000) / SERVICE_MS
+  const limits: number[] = []
+  const watch = setInterval(() => limits.push(gate.limit), 10)
   const outcomes = await simulate(gate, 20, perSecond / 2, () => capacity)
+  clearInterval(watch)
   expect(outcomes.filter((o) => o.shed !== undefined)).toEqual([])
+  expect(Math.min(...limits)).toBeGreaterThanOrEqual(20)
 })
 
 test.each(['aimd', 'vegas'] as const)('%s also keeps admitted latency within twice the unloaded latency', async (algorithm) => {

@@ -87,8 +87,9 @@ export class AdaptiveGate implements Issuer {
     this.algorithm =
       config.algorithm === 'aimd' ? aimd(config.tolerance) : config.algorithm === 'vegas' ? vegas() : gradient2(config.tolerance)
     this.intervalStart = config.clock()
-    // The first probe at once: the first intervals may already be queued.
-    this.probeAt = this.intervalStart
+    // The first intervals may already be queued, so the first probe comes soon: after ten intervals, unless one
+    // of them was not bound (a process warming up reaches the limit for a moment without being overloaded).
+    this.probeAt = this.intervalStart + 10 * config.intervalMs
     this.loop = config.eventLoopUtilization === undefined ? undefined : EventLoopUse.start()
   }
 
@@ -241,16 +242,19 @@ export class AdaptiveGate implements Issuer {
   /**
    * Ends the interval: the baseline and the limit move. An interval measures the service unqueued when
    * the limit was not reached in it (the traffic, not the limit, was the bound), or when it was a probe:
-   * a limit held at PROBE_SHARE of itself for two intervals, every third of the baseline window: in the
-   * first the requests queued inside the service drain, the second measures it, so its unloaded latency
-   * is seen again even under sustained overload, and a service that became slower for good is seen as such.
+   * a limit held at PROBE_SHARE of itself for two intervals once the limit has bound every interval for a
+   * third of the baseline window: in the first the requests queued inside the service drain, the second
+   * measures it, so its unloaded latency is seen again even under sustained overload, and a service that
+   * became slower for good is seen as such. Below the limit nothing is probed: nothing waits for a probe.
    */
   private adjust(now: number): void {
     const window = this.config.baselineWindowMs
     while (this.unqueued.length > 0 && this.unqueued[0]!.at < now - window) this.unqueued.shift()
     const meanMs = this.count > 0 ? this.sumMs / this.count : this.lastMeanMs
-    const measured = this.probe === 1 || (this.probe === 0 && this.peak < this.limitFor(2)) || this.unqueued.length === 0
-    if (this.count > 0 && measured) this.unqueued.push({ at: now, ms: meanMs })
+    const unbound = this.probe === 0 && this.peak < this.limitFor(2)
+    if (this.count > 0 && (unbound || this.probe === 1 || this.unqueued.length === 0)) this.unqueued.push({ at: now, ms: meanMs })
+    // An interval the limit did not bound measured the service as a probe would: no probe is due for a while.
+    if (unbound) this.probeAt = now + window / 3
     const probed = this.probe > 0
     if (this.probe > 0) this.probe--
     else if (now >= this.probeAt) {
