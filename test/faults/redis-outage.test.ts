@@ -172,7 +172,10 @@ function expectOneRecoveryAfter(faultAt: number, restartedAt: number) {
   if (events.recover !== 1) console.info(`failures and recoveries:\n${trace.slice(-40).join('\n')}`)
   expect(recoveries.filter((t) => t > faultAt + DEADLINE_MS && t < restartedAt)).toEqual([])
   expect(recoveries.filter((t) => t >= restartedAt).length).toBeGreaterThanOrEqual(1)
-  expect(logs).toEqual(recoveries.flatMap(() => [storeFailed('fallback'), storeBack]))
+  const pairs = recoveries.flatMap(() => [storeFailed('fallback'), storeBack])
+  // A deadline missed after the last recovery, the load still running, leaves its failure logged and its
+  // recovery still to come when the test stops.
+  expect(logs).toEqual(logs.length === pairs.length + 1 ? [...pairs, storeFailed('fallback')] : pairs)
 }
 
 /** The limiter's own time per decision (p50, p99, max) as the deadline bounds it, and the wall time and stalls beside it. */
