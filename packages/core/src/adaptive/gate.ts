@@ -93,15 +93,16 @@ export class AdaptiveGate implements Issuer {
     this.loop = config.eventLoopUtilization === undefined ? undefined : EventLoopUse.start()
   }
 
-  /** The current limit on requests in flight (a whole number; lower during a probe, but for critical requests). */
+  /**
+   * The current limit on requests in flight (a whole number). A probe lowers it for every class, critical
+   * traffic too: were critical requests let past a probe, a service whose critical traffic alone fills it
+   * (capacity halved) would never be measured unqueued, and its baseline, and with it the limit, would drift
+   * up with the queue inside it. Critical waiters still pass the limit while lower classes hold slots (expire).
+   */
   get limit(): number {
-    return this.limitFor(0)
+    return Math.floor(this.probe > 0 ? Math.max(this.config.minLimit, this.limitValue * PROBE_SHARE) : this.limitValue)
   }
 
-  /** The limit for requests of rank `r`: a probe holds back the other classes, never critical traffic. */
-  private limitFor(r: number): number {
-    return Math.floor(this.probe > 0 && r < 2 ? Math.max(this.config.minLimit, this.limitValue * PROBE_SHARE) : this.limitValue)
-  }
 
   /** The latency without load the limit is measured against, ms (0 before the first interval). */
   get baselineMs(): number {
@@ -126,8 +127,8 @@ export class AdaptiveGate implements Issuer {
     // While a higher class is being refused, a slot this request took would be one that class goes without.
     for (let higher = r + 1; higher < 3; higher++)
       if (now - this.refusedAt[higher]! < this.config.intervalMs) return this.refuse(priority, 'shedding', now)
-    if (this.queued === 0 && this.inflight < this.limitFor(r)) return this.admit(priority, now, now)
-    const max = this.config.maxQueue ?? Math.max(1, this.limitFor(2))
+    if (this.queued === 0 && this.inflight < this.limit) return this.admit(priority, now, now)
+    const max = this.config.maxQueue ?? Math.max(1, this.limit)
     if (this.queued >= max && !this.displace(r, now)) return this.refuse(priority, 'full', now)
     return new Promise<Permit | Shed>((resolve) => {
       const waiter: Waiter = { priority, since: now, resolve, timer: undefined }
@@ -215,7 +216,7 @@ export class AdaptiveGate implements Issuer {
     const now = this.config.clock()
     let lower = 0
     for (let l = 0; l < r; l++) lower += this.holding[l]!
-    if (this.inflight - this.limitFor(r) >= lower) this.unqueue(waiter, 'timeout', now)
+    if (this.inflight - this.limit >= lower) this.unqueue(waiter, 'timeout', now)
     else {
       this.queued--
       waiter.resolve(this.admit(waiter.priority, now, waiter.since))
@@ -230,7 +231,7 @@ export class AdaptiveGate implements Issuer {
   private drain(now: number): void {
     for (let r = 2; r >= 0; r--) {
       const queue = this.queues[r]!
-      while (queue.length > 0 && this.inflight < this.limitFor(r)) {
+      while (queue.length > 0 && this.inflight < this.limit) {
         const waiter = this.backlogged[r] ? queue.pop()! : queue.shift()!
         this.queued--
         clearTimeout(waiter.timer)
@@ -251,7 +252,7 @@ export class AdaptiveGate implements Issuer {
     const window = this.config.baselineWindowMs
     while (this.unqueued.length > 0 && this.unqueued[0]!.at < now - window) this.unqueued.shift()
     const meanMs = this.count > 0 ? this.sumMs / this.count : this.lastMeanMs
-    const unbound = this.probe === 0 && this.peak < this.limitFor(2)
+    const unbound = this.probe === 0 && this.peak < this.limit
     if (this.count > 0 && (unbound || this.probe === 1 || this.unqueued.length === 0)) this.unqueued.push({ at: now, ms: meanMs })
     // An interval the limit did not bound measured the service as a probe would: no probe is due for a while.
     if (unbound) this.probeAt = now + window / 3
