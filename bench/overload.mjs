@@ -179,6 +179,24 @@ function phase(run, from, to, cap) {
   }
 }
 
+/**
+ * How long after a step (from) Tollgate's limit settled: the end of the last second, of the phase's rolling
+ * one-second medians, more than a quarter off the median of its last 10 s. A median over a second passes over
+ * the probes (two intervals at half the limit). Undefined for a case without a gate.
+ */
+function settledAfter(run, from, to) {
+  const samples = run.gate.filter((g) => g.t >= from && g.t < to)
+  if (samples.length === 0) return undefined
+  const median = (xs) => quantile(xs, 0.5)
+  const final = median(samples.filter((g) => g.t >= to - 10_000).map((g) => g.limit))
+  let last = from
+  for (let t = from; t + 1000 <= to; t += 100) {
+    const m = median(samples.filter((g) => g.t >= t && g.t < t + 1000).map((g) => g.limit))
+    if (Number.isFinite(m) && Math.abs(m - final) > final / 4) last = t + 1000
+  }
+  return last - from
+}
+
 /** Refusals of a higher class in a 100 ms span in which a sheddable request was admitted. */
 function misordered(rs, refused) {
   const admittedSheddable = new Set(rs.filter((r) => r.status === 200 && r.priority === 'sheddable').map((r) => Math.floor(r.due / 100)))
@@ -196,6 +214,12 @@ if (steady) {
   // A refusal within BURST_MS after a request this process sent late came of the burst it sent on catching up: a
   // moment of several times the capacity, not half of it. Counted apart, and shown.
   const inBurst = refused.filter((r) => behind.some((b) => b.due <= r.due && r.due - b.due <= BURST_MS))
+  // Each refusal with the gate as it was around it (its samples every 100 ms), for whoever reads the terminal.
+  for (const r of refused.slice(0, 10)) {
+    const around = run.gate.filter((g) => Math.abs(g.t - r.due) <= 400)
+    log(`refused ${r.priority} due at ${(r.due / 1000).toFixed(3)} s after ${r.ms} ms (sent ${r.late} ms late); the gate around it:`)
+    for (const g of around) log(`  ${(g.t / 1000).toFixed(1)} s: limit ${g.limit}, in flight ${g.inflight}, queued ${g.queued}, latency ${g.latency?.toFixed(1)} ms, baseline ${g.baseline?.toFixed(1)} ms`)
+  }
   const line =
     `half the capacity (${perSecond / 2} requests/s) for ${seconds} s: ${run.results.length} requests, refused ${refused.length} ` +
     `(critical / normal / sheddable ${byClass}; ${refused.length - inBurst.length} with the load generator on time), ` +
@@ -224,13 +248,15 @@ for (const name of cases) {
   const run = await runCase(name, 3 * perSecond, seconds)
   const half = (seconds * 1000) / 2
   run.phases = [phase(run, 5000, half, capacity), phase(run, half + 5000, seconds * 1000, capacity / 2)]
+  run.phases[0].settledMs = settledAfter(run, 0, half)
+  run.phases[1].settledMs = settledAfter(run, half, seconds * 1000)
   runs.push(run)
   log(
     `${name.padEnd(15)} ` +
       run.phases
         .map(
           (p, i) =>
-            `[${i === 0 ? 'full' : 'half'}] p50 ${p.p50} p99 ${p.p99} ms, goodput ${(100 * p.goodput).toFixed(0)}%, refused ${p.refused} (shed in order ${(100 * p.sheddableShare).toFixed(1)}%), critical served ${(100 * p.criticalServed).toFixed(1)}%`,
+            `[${i === 0 ? 'full' : 'half'}] p50 ${p.p50} p99 ${p.p99} ms, goodput ${(100 * p.goodput).toFixed(0)}%, refused ${p.refused} (shed in order ${(100 * p.sheddableShare).toFixed(1)}%), critical served ${(100 * p.criticalServed).toFixed(1)}%${p.settledMs === undefined ? '' : `, limit settled after ${(p.settledMs / 1000).toFixed(1)} s`}`,
         )
         .join('  ') +
       `  (load generator over ${BEHIND_MS} ms late: ${run.results.filter((r) => r.late > BEHIND_MS).length} requests)`,
@@ -241,15 +267,15 @@ const fmt = (x) => (Number.isFinite(x) ? String(Math.round(x)) : '–')
 const rows = runs.flatMap((r) =>
   r.phases.map(
     (p, i) =>
-      `| ${r.name} | ${i === 0 ? `${capacity} at a time` : `${capacity / 2} at a time`} | ${fmt(p.p50)} | ${fmt(p.p99)} | ${(p.p99 / unloadedP99).toFixed(1)}× | ${(100 * p.goodput).toFixed(0)}% | ${p.refused} | ${p.byClass.critical} / ${p.byClass.normal} / ${p.byClass.sheddable} | ${(100 * p.sheddableShare).toFixed(1)}% | ${(100 * p.criticalServed).toFixed(1)}% |`,
+      `| ${r.name} | ${i === 0 ? `${capacity} at a time` : `${capacity / 2} at a time`} | ${fmt(p.p50)} | ${fmt(p.p99)} | ${Number.isFinite(p.p99) ? `${(p.p99 / unloadedP99).toFixed(1)}×` : '–'} | ${(100 * p.goodput).toFixed(0)}% | ${p.refused} | ${p.byClass.critical} / ${p.byClass.normal} / ${p.byClass.sheddable} | ${(100 * p.sheddableShare).toFixed(1)}% | ${(100 * p.criticalServed).toFixed(1)}% | ${p.settledMs === undefined ? '–' : `${(p.settledMs / 1000).toFixed(1)} s`} |`,
   ),
 )
 const md = `# Overload benchmark
 
-\`npm run bench -- overload${quick ? ' --quick' : ''}\`: a service that serves ${capacity} requests at a time (15 to 25 ms each), offered ${3 * perSecond} requests a second (three times its capacity) for ${seconds} s, its capacity halved after ${seconds / 2} s; 20% critical, 50% normal, 30% sheddable requests. Figures from 5 s after each step to its end. Unloaded p99 (half the capacity, no protection): ${unloadedP99} ms. Goodput: answers within ${GOOD_MS} ms per second, against the capacity of the phase. Shed in order: the share of refusals that were not a critical or normal request refused in a 100 ms span in which a sheddable one was admitted. After the capacity halves, critical traffic alone (20% of the load) is 1.2× the capacity: not all of it can be served.
+\`npm run bench -- overload${quick ? ' --quick' : ''}\`: a service that serves ${capacity} requests at a time (15 to 25 ms each), offered ${3 * perSecond} requests a second (three times its capacity) for ${seconds} s, its capacity halved after ${seconds / 2} s; 20% critical, 50% normal, 30% sheddable requests. Figures from 5 s after each step to its end. Unloaded p99 (half the capacity, no protection): ${unloadedP99} ms. Goodput: answers within ${GOOD_MS} ms per second, against the capacity of the phase. Shed in order: the share of refusals that were not a critical or normal request refused in a 100 ms span in which a sheddable one was admitted. After the capacity halves, critical traffic alone (20% of the load) is 1.2× the capacity: not all of it can be served. Limit settled after: from the step, the end of the last second whose median limit was more than a quarter off the median of the phase's last 10 s.
 
-| case | phase | admitted p50 ms | admitted p99 ms | p99 / unloaded | goodput | not served (503 or given up at 2 s) | not served: critical / normal / sheddable | shed in order | critical served |
-|---|---|--:|--:|--:|--:|--:|--:|--:|--:|
+| case | phase | admitted p50 ms | admitted p99 ms | p99 / unloaded | goodput | not served (503 or given up at 2 s) | not served: critical / normal / sheddable | shed in order | critical served | limit settled after |
+|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|
 ${rows.join('\n')}
 
 ![Tollgate's limit and admitted latency over time](OVERLOAD.svg)

@@ -7,8 +7,8 @@
  * lowest mean of the intervals that measured it unqueued over the last baselineWindowMs (30 s by default;
  * gate.ts, adjust). A service that became slower for good (a slower dependency) moves it up once the
  * window has passed. The probe that keeps it true under sustained overload holds the limit at half
- * of itself for two intervals once it has bound the traffic for ten seconds (critical traffic excepted), never
- * down to a handful of requests.
+ * of itself for two intervals once it has bound the traffic for ten seconds, never down to a handful of
+ * requests.
  */
 
 /** One interval's measurements. */
