@@ -48,7 +48,9 @@ if (CASE === 'static') {
   app.addHook('onRequest', hook)
   setInterval(() => {
     const g = hook.gate
-    process.stdout.write(`${JSON.stringify({ t: Date.now(), limit: g.limit, inflight: g.inflight, queued: g.queueLength, latency: g.latencyMs, baseline: g.baselineMs })}\n`)
+    process.stdout.write(
+      `${JSON.stringify({ t: Date.now(), limit: g.limit, inflight: g.inflight, queued: g.queueLength, latency: g.latencyMs, baseline: g.baselineMs })}\n`,
+    )
   }, 100).unref()
 }
 

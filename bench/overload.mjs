@@ -218,7 +218,10 @@ if (steady) {
   for (const r of refused.slice(0, 10)) {
     const around = run.gate.filter((g) => Math.abs(g.t - r.due) <= 400)
     log(`refused ${r.priority} due at ${(r.due / 1000).toFixed(3)} s after ${r.ms} ms (sent ${r.late} ms late); the gate around it:`)
-    for (const g of around) log(`  ${(g.t / 1000).toFixed(1)} s: limit ${g.limit}, in flight ${g.inflight}, queued ${g.queued}, latency ${g.latency?.toFixed(1)} ms, baseline ${g.baseline?.toFixed(1)} ms`)
+    for (const g of around)
+      log(
+        `  ${(g.t / 1000).toFixed(1)} s: limit ${g.limit}, in flight ${g.inflight}, queued ${g.queued}, latency ${g.latency?.toFixed(1)} ms, baseline ${g.baseline?.toFixed(1)} ms`,
+      )
   }
   const line =
     `half the capacity (${perSecond / 2} requests/s) for ${seconds} s: ${run.results.length} requests, refused ${refused.length} ` +

@@ -23,7 +23,7 @@ export interface AdaptiveGateConfig {
   readonly maxLimit: number
   /** How far latency may grow over the baseline before the limit falls (1.5: by half). */
   readonly tolerance: number
-  /** How long a request may wait for a slot; undefined: half the baseline latency (see queueTimeout). */
+  /** How long a request may wait for a slot; undefined: the baseline latency, half of it while the limit binds (see queueTimeout). */
   readonly queueTimeoutMs: number | undefined
   /** Waiters at most; undefined: as many as the limit. */
   readonly maxQueue: number | undefined
@@ -78,6 +78,8 @@ export class AdaptiveGate implements Issuer {
   private probeAt: number
   private probe = 0
   private lastMeanMs = 0
+  /** Whether the last interval reached the limit (see queueTimeout). */
+  private bound = false
   private readonly loop: EventLoopUse | undefined
   /** Refusals by class since the gate was made. */
   readonly shed: Record<Priority, number> = { critical: 0, normal: 0, sheddable: 0 }
@@ -102,7 +104,6 @@ export class AdaptiveGate implements Issuer {
   get limit(): number {
     return Math.floor(this.probe > 0 ? Math.max(this.config.minLimit, this.limitValue * PROBE_SHARE) : this.limitValue)
   }
-
 
   /** The latency without load the limit is measured against, ms (0 before the first interval). */
   get baselineMs(): number {
@@ -181,14 +182,17 @@ export class AdaptiveGate implements Issuer {
   }
 
   /**
-   * The wait allowed in the queue: the configured one, or half the service's unloaded latency, so that a
-   * request admitted from the queue takes at most about one and a half times that (20 ms before the
-   * first measurement).
+   * The wait allowed in the queue: the configured one; else, while the limit binds (the last interval reached
+   * it: overload), half the service's unloaded latency, so that a request admitted from the queue takes at
+   * most about one and a half times that; else the whole of it: the limit was not the bound, so this is a
+   * burst, such as the one that follows a pause of the process (a collection, a descheduled core), which a
+   * service that is not overloaded serves a few milliseconds later. 20 ms before the first measurement.
    */
   private queueTimeout(): number {
     if (this.config.queueTimeoutMs !== undefined) return this.config.queueTimeoutMs
     const baseline = this.baselineMs
-    return baseline > 0 ? Math.max(1, Math.ceil(baseline / 2)) : 20
+    if (baseline === 0) return 20
+    return Math.max(1, Math.ceil(this.bound ? baseline / 2 : baseline))
   }
 
   /** Makes room for a waiter of rank `r` by shedding the oldest waiter of a lower class; false when there is none. */
@@ -253,6 +257,7 @@ export class AdaptiveGate implements Issuer {
     while (this.unqueued.length > 0 && this.unqueued[0]!.at < now - window) this.unqueued.shift()
     const meanMs = this.count > 0 ? this.sumMs / this.count : this.lastMeanMs
     const unbound = this.probe === 0 && this.peak < this.limit
+    this.bound = !unbound
     if (this.count > 0 && (unbound || this.probe === 1 || this.unqueued.length === 0)) this.unqueued.push({ at: now, ms: meanMs })
     // An interval the limit did not bound measured the service as a probe would: no probe is due for a while.
     if (unbound) this.probeAt = now + window / 3

@@ -17,7 +17,7 @@ export interface AdaptiveConcurrencyOptions<Req = unknown> {
   maxLimit?: number
   /** How far latency may grow over the unloaded latency before the limit falls (1.2: by a fifth). @default 1.2 */
   tolerance?: number
-  /** How long a request may wait for a slot. @default half the service's unloaded latency */
+  /** How long a request may wait for a slot. @default the service's unloaded latency; half of it while the limit binds */
   queueTimeout?: Duration
   /** Requests that may wait for a slot at once. @default the limit */
   maxQueue?: number
