@@ -1,6 +1,6 @@
-// TOLLGATE_LANE (scripts/test-lanes.mjs, `npm test`): `timing` runs only the suites that stop servers and
-// hold requests to deadlines, `rest` every other suite.
-const TIMING_DIRS = ['faults', 'multiprocess', 'cluster']
+// TOLLGATE_LANE (scripts/test-lanes.mjs, `npm test`): `timing` runs only the suites that stop servers, hold
+// requests to deadlines or load a service to capacity (TIMING_DIRS), `rest` every other suite.
+const { TIMING_DIRS } = require('./scripts/unit-tests.cjs')
 const lane = process.env.TOLLGATE_LANE
 
 /** @type {import('jest').Config} */

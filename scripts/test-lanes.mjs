@@ -1,8 +1,9 @@
 #!/usr/bin/env node
 // `npm test`: the suites in two lanes run side by side, each a jest run of its own on one worker.
 //
-//   timing  test/faults, test/multiprocess, test/cluster: the suites that stop and kill servers and
-//           processes and hold requests to deadlines. Two of them at once would take each other's CPU
+//   timing  test/faults, test/multiprocess, test/cluster, test/overload (TIMING_DIRS in
+//           scripts/unit-tests.cjs): the suites that stop and kill servers and processes, hold requests to
+//           deadlines, or load a service to its capacity. Two of them at once would take each other's CPU
 //           when a deadline is being measured, so they keep to one lane, one file at a time.
 //   rest    every other suite: most of their time is spent waiting on servers, sockets and browsers,
 //           which the other lane's waits overlap.

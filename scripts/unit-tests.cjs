@@ -8,12 +8,22 @@
 // Counted: `import ... from`, `export ... from`, `import('...')`, `require('...')` with a literal path.
 // Not counted: `import type` and `export type`, which vanish when compiled.
 //
+// The suites of the timing folders (TIMING_DIRS) are left out whatever they import.
+//
 // Usage: node scripts/unit-tests.cjs [--redis]   prints the unit files (or the others, with the reason)
 const { existsSync, readdirSync, readFileSync, statSync } = require('node:fs')
 const { dirname, join, relative, resolve, sep } = require('node:path')
 const ts = require('typescript')
 
 const EXTENSIONS = ['', '.ts', '.mjs', '.js', '/index.ts']
+
+/**
+ * The folders of test/ whose suites measure time: they stop and kill servers and processes, hold requests to
+ * deadlines, or load a service to its capacity. They run in `npm test`'s timing lane, one file at a time
+ * (jest.config.js, scripts/test-lanes.mjs), and never in the unit tier, even those that need no server: beside
+ * other work their bounds would measure the machine.
+ */
+const TIMING_DIRS = ['faults', 'multiprocess', 'cluster', 'overload']
 
 /** The module specifiers `file` loads at run time. */
 function runtimeImports(file) {
@@ -82,20 +92,24 @@ function classify(root) {
   return tests.sort().map((file) => ({ file: relative(root, file), chain: chainOf(file, new Set()) }))
 }
 
+/** Whether `file` (relative to the root) is in a timing folder. */
+const timing = (file) => TIMING_DIRS.some((dir) => file.startsWith(`test${sep}${dir}${sep}`))
+
 /** The test files `npm run test:unit` runs, relative to `root`. */
 function unitTestFiles(root) {
   return classify(root)
-    .filter(({ chain }) => chain === undefined)
+    .filter(({ file, chain }) => chain === undefined && !timing(file))
     .map(({ file }) => file)
 }
 
-module.exports = { unitTestFiles, classify }
+module.exports = { unitTestFiles, classify, TIMING_DIRS }
 
 if (require.main === module) {
   const root = resolve(__dirname, '..')
   const others = process.argv.includes('--redis')
   for (const { file, chain } of classify(root)) {
     if (others && chain !== undefined) console.log(`${file}  (imports ${chain.join(' → ')})`)
-    else if (!others && chain === undefined) console.log(file)
+    else if (others && timing(file)) console.log(`${file}  (a timing suite)`)
+    else if (!others && chain === undefined && !timing(file)) console.log(file)
   }
 }

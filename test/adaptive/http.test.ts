@@ -5,7 +5,7 @@ import type { AdaptiveGate, Priority } from '@tollgate/core/adapter'
 import { adaptiveConcurrency as honoAdaptive } from '@tollgate/hono'
 import { withAdaptiveConcurrency } from '@tollgate/web'
 import { Hono } from 'hono'
-import { frameworks as nodeFrameworks, type Serve } from './rig'
+import { frameworks as nodeFrameworks, type Serve } from '../overload/rig'
 
 // Over real HTTP on each framework (@tollgate/web and Hono on Node through @hono/node-server): a fixed limit
 // of 4 in flight and a queue of 2, handlers that run until the test lets them end. No timing decides
