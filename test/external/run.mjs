@@ -16,6 +16,7 @@
 //
 // Only the npm registry is needed: the frameworks and TypeScript are installed at the versions the
 // monorepo's lockfile holds, which `npm ci` has just put in npm's cache (--prefer-offline), or at a variant's.
+import { AsyncLocalStorage } from 'node:async_hooks'
 import { spawn, spawnSync } from 'node:child_process'
 import { cpSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { connect, createServer } from 'node:net'
@@ -30,18 +31,59 @@ const args = new Set(process.argv.slice(2))
 const npm = process.platform === 'win32' ? 'npm.cmd' : 'npm'
 const bin = (name) => join(root, 'node_modules', '.bin', name)
 
+// The packages are packed and the projects run two at a time (one per core: most of their time is npm, tsc and
+// attw), each one's lines held until it ends so that two never interleave.
+const output = new AsyncLocalStorage()
+const say = (line) => {
+  const lines = output.getStore()
+  if (lines) lines.push(line)
+  else console.log(line)
+}
+/** Runs `task(item)` for each item, two at a time, printing each one's lines when it ends. */
+async function twoAtATime(items, task) {
+  const queue = [...items]
+  const worker = async () => {
+    while (queue.length > 0) {
+      const item = queue.shift()
+      const lines = []
+      try {
+        await output.run(lines, () => task(item))
+      } finally {
+        console.log(lines.join('\n'))
+      }
+    }
+  }
+  await Promise.all([worker(), worker()])
+}
+
 const failures = []
 const fail = (what) => {
   failures.push(what)
-  console.log(`  FAIL ${what}`)
+  say(`  FAIL ${what}`)
 }
-const ok = (what) => console.log(`  ok   ${what}`)
+const ok = (what) => say(`  ok   ${what}`)
 const check = (cond, what) => (cond ? ok(what) : fail(what))
 
 function run(cmd, argv, opts = {}) {
   const r = spawnSync(cmd, argv, { encoding: 'utf8', maxBuffer: 64 << 20, ...opts })
   const out = `${r.stdout ?? ''}${r.stderr ?? ''}`.replace(/^npm warn Unknown user config.*\n/gm, '')
   return { status: r.status, stdout: r.stdout ?? '', out }
+}
+/** As run, without holding the event loop: the other project's work goes on meanwhile. */
+function runAsync(cmd, argv, opts = {}) {
+  return new Promise((done) => {
+    const child = spawn(cmd, argv, { ...opts, stdio: ['ignore', 'pipe', 'pipe'] })
+    const [stdout, stderr] = [[], []]
+    child.stdout.on('data', (d) => stdout.push(d))
+    child.stderr.on('data', (d) => stderr.push(d))
+    const timer = opts.timeout === undefined ? undefined : setTimeout(() => child.kill('SIGKILL'), opts.timeout)
+    child.on('error', (error) => stderr.push(Buffer.from(String(error))))
+    child.on('close', (status) => {
+      clearTimeout(timer)
+      const out = `${Buffer.concat(stdout)}${Buffer.concat(stderr)}`.replace(/^npm warn Unknown user config.*\n/gm, '')
+      done({ status, stdout: Buffer.concat(stdout).toString(), out })
+    })
+  })
 }
 const indent = (text) => text.trim().replace(/^/gm, '       ')
 
@@ -62,19 +104,19 @@ const versions = Object.fromEntries(
   PACKAGES.map((p) => [p, JSON.parse(readFileSync(join(root, 'packages', p, 'package.json'), 'utf8')).version]),
 )
 const tarballs = {}
-for (const p of PACKAGES) {
+await twoAtATime(PACKAGES, async (p) => {
   const name = `@tollgate/${p}`
-  console.log(`\n${name}`)
-  const packed = run(npm, ['pack', '--json', '--pack-destination', scratch], { cwd: join(root, 'packages', p) })
+  say(`\n${name}`)
+  const packed = await runAsync(npm, ['pack', '--json', '--pack-destination', scratch], { cwd: join(root, 'packages', p) })
   if (packed.status !== 0) {
     fail(`${name}: npm pack failed\n${indent(packed.out)}`)
-    continue
+    return
   }
   const info = JSON.parse(packed.stdout)[0] // stdout only: npm's warnings go to stderr, anywhere in it
   const tgz = join(scratch, info.filename)
   tarballs[name] = tgz
   const files = info.files.map((f) => f.path).sort()
-  console.log(`  ${info.filename}, ${info.size} bytes: ${files.join(' ')}`)
+  say(`  ${info.filename}, ${info.size} bytes: ${files.join(' ')}`)
   for (const f of ['README.md', 'LICENSE', 'package.json', 'dist/index.js', 'dist/index.cjs', 'dist/index.d.ts', 'dist/index.d.cts']) {
     check(files.includes(f), `holds ${f}`)
   }
@@ -98,14 +140,16 @@ for (const p of PACKAGES) {
     if (sibling) check(range === `^${versions[sibling]}`, `depends on ${dep} ${range} (expected ^${versions[sibling]})`)
   }
 
-  const lint = run(process.execPath, [bin('publint'), 'run', tgz, '--strict'], { cwd: scratch })
+  const lint = await runAsync(process.execPath, [bin('publint'), 'run', tgz, '--strict'], { cwd: scratch })
   if (lint.status === 0) ok(`publint: ${lint.out.trim().split('\n').pop()}`)
   else fail(`publint\n${indent(lint.out)}`)
   // Exits 1 on any problem in any resolution mode (node10, node16 from CJS and from ESM, bundler).
-  const attw = run(process.execPath, [bin('attw'), tgz, '--format', 'table-flipped', '--no-color', '--no-emoji'], { cwd: scratch })
+  const attw = await runAsync(process.execPath, [bin('attw'), tgz, '--format', 'table-flipped', '--no-color', '--no-emoji'], {
+    cwd: scratch,
+  })
   if (attw.status === 0) ok(`attw: ${/No problems found/.test(attw.out) ? 'no problems found' : 'passed'}`)
   else fail(`attw\n${indent(attw.out)}`)
-}
+})
 
 // ---------------------------------------------------------------- scratch projects
 // The version of a dependency in the monorepo's node_modules, so the scratch install hits npm's cache.
@@ -185,9 +229,9 @@ const TESTS = {
   'store-author': ['--test', '--test-reporter=tap', 'dist/map-store.test.js'],
 }
 
-function runTests(dir, project) {
+async function runTests(dir, project) {
   const argv = TESTS[project]
-  const r = run(process.execPath, argv, { cwd: dir, timeout: 120_000 })
+  const r = await runAsync(process.execPath, argv, { cwd: dir, timeout: 120_000 })
   const count = (what) => Number(new RegExp(`^# ${what} (\\d+)$`, 'm').exec(r.stdout)?.[1] ?? Number.NaN)
   const [passed, failed] = [count('pass'), count('fail')]
   const what = `node ${argv.join(' ')}: ${passed} passed, ${failed} failed`
@@ -219,7 +263,13 @@ function runsOf(project) {
 
 /** A redis-server of the suite's own on a free port, started when a project first needs one (REDIS_URL). */
 let redisServer
-async function redisUrl() {
+let redisStarted
+/** Once, however many projects ask at the same time. */
+function redisUrl() {
+  redisStarted ??= startRedis()
+  return redisStarted
+}
+async function startRedis() {
   if (redisServer === undefined) {
     const port = await new Promise((resolvePort, reject) => {
       const probe = createServer()
@@ -249,17 +299,20 @@ async function redisUrl() {
 }
 
 try {
-  for (const project of readdirSync(projectsDir).sort()) {
-    const manifest = JSON.parse(readFileSync(join(projectsDir, project, 'package.json'), 'utf8'))
-    for (const variant of runsOf(project)) await runProject(project, manifest, variant)
-  }
+  const runs = readdirSync(projectsDir)
+    .sort()
+    .flatMap((project) => {
+      const manifest = JSON.parse(readFileSync(join(projectsDir, project, 'package.json'), 'utf8'))
+      return runsOf(project).map((variant) => ({ project, manifest, variant }))
+    })
+  await twoAtATime(runs, ({ project, manifest, variant }) => runProject(project, manifest, variant))
 } finally {
   redisServer?.child.kill()
 }
 
 async function runProject(project, manifest, variant) {
   const label = variant.name ? `${project} with ${variant.name}` : project
-  console.log(`\n${label} (${manifest.description})`)
+  say(`\n${label} (${manifest.description})`)
   const dir = join(scratch, variant.name ? `${project}-${variant.name.replace(/[^A-Za-z0-9.-]/g, '-')}` : project)
   cpSync(join(projectsDir, project), dir, { recursive: true })
   rmSync(join(dir, 'variants.json'), { force: true })
@@ -276,7 +329,9 @@ async function runProject(project, manifest, variant) {
   }
   writeFileSync(pkgFile, `${JSON.stringify(pkg, null, 2)}\n`)
   const t0 = Date.now()
-  const install = run(npm, ['install', '--prefer-offline', '--no-audit', '--no-fund', '--ignore-scripts', '--loglevel=error'], { cwd: dir })
+  const install = await runAsync(npm, ['install', '--prefer-offline', '--no-audit', '--no-fund', '--ignore-scripts', '--loglevel=error'], {
+    cwd: dir,
+  })
   if (install.status !== 0) {
     fail(`npm install\n${indent(install.out)}`)
     return
@@ -287,7 +342,9 @@ async function runProject(project, manifest, variant) {
       .join(', ')}`,
   )
   if (existsSync(join(dir, 'tsconfig.json'))) {
-    const tsc = run(process.execPath, [join(dir, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', 'tsconfig.json'], { cwd: dir })
+    const tsc = await runAsync(process.execPath, [join(dir, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', 'tsconfig.json'], {
+      cwd: dir,
+    })
     const opts = JSON.parse(readFileSync(join(dir, 'tsconfig.json'), 'utf8')).compilerOptions
     const tscVersion = JSON.parse(readFileSync(join(dir, 'node_modules', 'typescript', 'package.json'), 'utf8')).version
     const what = `tsc ${tscVersion} (module ${opts.module}, moduleResolution ${opts.moduleResolution}, strict, skipLibCheck ${opts.skipLibCheck})`
@@ -298,7 +355,7 @@ async function runProject(project, manifest, variant) {
     ok(what)
   }
   if (TESTS[project]) {
-    runTests(dir, project)
+    await runTests(dir, project)
     return
   }
   const env = { ...variant.env, ...(project === 'redis-client' ? { REDIS_URL: await redisUrl() } : {}) }
