@@ -29,6 +29,28 @@ declare const redis: import('ioredis').Redis
 declare const id: string
 declare const cost: number
 declare const metrics: { increment(name: string): void }
+
+// Bun's and Deno's globals, as much of them as the runtime pages use, typed as bun-types and Deno's own
+// declarations type them (neither can join this Node-typed program whole).
+interface BunSocketAddress { address: string; port: number; family: 'IPv4' | 'IPv6' }
+interface BunServer { readonly port: number; readonly url: URL; requestIP(request: Request): BunSocketAddress | null; stop(): Promise<void> }
+declare const Bun: {
+  readonly env: Record<string, string | undefined>
+  serve(options: {
+    port?: number
+    hostname?: string
+    reusePort?: boolean
+    fetch(request: Request, server: BunServer): Response | Promise<Response>
+  }): BunServer
+}
+interface DenoServeHandlerInfo { remoteAddr: { transport: 'tcp'; hostname: string; port: number }; completed: Promise<void> }
+type DenoServeHandler = (request: Request, info: DenoServeHandlerInfo) => Response | Promise<Response>
+interface DenoServeOptions { port?: number; hostname?: string; onListen?: (local: { hostname: string; port: number }) => void }
+declare const Deno: {
+  readonly env: { get(key: string): string | undefined }
+  serve(handler: DenoServeHandler): { finished: Promise<void> }
+  serve(options: DenoServeOptions, handler: DenoServeHandler): { finished: Promise<void> }
+}
 `
 
 const TSCONFIG = {

@@ -33,6 +33,8 @@ export default defineConfig({
           { text: 'Fastify', link: '/getting-started/fastify' },
           { text: 'Koa', link: '/getting-started/koa' },
           { text: 'NestJS', link: '/getting-started/nestjs' },
+          { text: 'Bun', link: '/getting-started/bun' },
+          { text: 'Deno', link: '/getting-started/deno' },
           { text: 'Outside HTTP', link: '/getting-started/outside-http' },
         ],
       },
