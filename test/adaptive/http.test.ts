@@ -6,6 +6,7 @@ import { adaptiveConcurrency as honoAdaptive } from '@tollgate/hono'
 import { withAdaptiveConcurrency } from '@tollgate/web'
 import { Hono } from 'hono'
 import { frameworks as nodeFrameworks, type Serve } from '../overload/rig'
+import { expectShed, until } from '../support/shed'
 
 // Over real HTTP on each framework (@tollgate/web and Hono on Node through @hono/node-server): a fixed limit
 // of 4 in flight and a queue of 2, handlers that run until the test lets them end. No timing decides
@@ -50,11 +51,6 @@ const frameworks: Record<string, Serve> = {
   },
 }
 
-const until = async (check: () => boolean) => {
-  for (let i = 0; i < 500 && !check(); i++) await new Promise((r) => setTimeout(r, 10))
-  expect(check()).toBe(true)
-}
-
 describe.each(Object.keys(frameworks))('%s', (name) => {
   test('past the limit and a full queue, the lowest class is shed with a 503; critical traffic is served first; every slot comes back', async () => {
     const started: string[] = []
@@ -76,11 +72,7 @@ describe.each(Object.keys(frameworks))('%s', (name) => {
       await until(() => gate.queueLength === 2)
       const critical = get('crit', 'critical')
       // The queue was full: the oldest sheddable waiter gave its place to the critical request.
-      const shed = await s1
-      expect(shed.status).toBe(503)
-      expect(shed.headers.get('retry-after')).toBe('1')
-      expect(shed.headers.get('content-type')).toMatch(/application\/problem\+json/)
-      expect(await shed.json()).toMatchObject({ status: 503, title: 'Service Unavailable' })
+      await expectShed(await s1)
       expect(gate.shed).toEqual({ critical: 0, normal: 0, sheddable: 1 })
       // One slot frees: the critical request takes it, ahead of the sheddable one that came before it.
       waiting.get('a')!()

@@ -6,6 +6,7 @@ import type { AppSpec } from '../conformance/apps'
 import { gate, inFlightApp, inFlightScenario } from '../conformance/in-flight'
 import { keysWithoutTtl } from '../harness/redis'
 import { useRedis } from '../harness/use-redis'
+import { expectShed, until } from '../support/shed'
 import { compileFixtures } from './compile'
 
 // Algorithm "concurrency" in Nest on both platforms, the scenario the other adapters run
@@ -70,10 +71,6 @@ describe.each<Platform>(['express', 'fastify'])('adaptiveConcurrency in Nest on 
     const handle = (name: string) => new Promise<void>((resolve) => waiting.set(name, resolve))
     const options = { initialLimit: 1, minLimit: 1, maxLimit: 1, maxQueue: 1, queueTimeout: '30s', eventLoopUtilization: false } as const
     const { app, url, gate: adaptive } = await fixtures.adaptiveApp(platform, options, handle)
-    const until = async (check: () => boolean) => {
-      for (let i = 0; i < 500 && !check(); i++) await new Promise((r) => setTimeout(r, 10))
-      expect(check()).toBe(true)
-    }
     try {
       const get = (name: string, priority: string) => fetch(`${url}/${name}`, { headers: { 'x-priority': priority } })
       const first = get('first', 'normal')
@@ -81,11 +78,7 @@ describe.each<Platform>(['express', 'fastify'])('adaptiveConcurrency in Nest on 
       const sheddable = get('later', 'sheddable')
       await until(() => adaptive.queueLength === 1)
       const critical = get('urgent', 'critical')
-      const shed = await sheddable
-      expect(shed.status).toBe(503)
-      expect(shed.headers.get('retry-after')).toBe('1')
-      expect(shed.headers.get('content-type')).toMatch(/^application\/problem\+json/)
-      expect(await shed.json()).toMatchObject({ status: 503 })
+      await expectShed(await sheddable)
       expect(waiting.has('urgent')).toBe(false)
       waiting.get('first')!()
       expect((await first).status).toBe(200)
