@@ -4,7 +4,7 @@ import { Redis } from 'ioredis'
 import { createClient, type RedisClientType } from 'redis'
 import { createClient as createClient6 } from 'redis6'
 import { ALGORITHMS as ALL } from '../../packages/core/src/algorithms'
-import { correctionBatchScript } from '../../packages/core/src/algorithms/correction-batch'
+import { refundBatchScript } from '../../packages/core/src/algorithms/correction-batch'
 import { closeNodeRedis, newNodeRedisClient, quitClient, testPrefix } from '../harness/redis'
 import { type RedisServer, startRedisServer } from '../harness/redis-server'
 import { sleep } from '../support/time'
@@ -15,7 +15,7 @@ import { sleep } from '../support/time'
 // connected. A server of this file's own: SCRIPT FLUSH, ACL users and CONFIG SET touch nobody else.
 
 const sha = (lua: string) => createHash('sha1').update(lua).digest('hex')
-const SHAS = Object.values(ALL).flatMap((a) => [sha(a.admitScript), sha(correctionBatchScript(a.refundScript))])
+const SHAS = Object.values(ALL).flatMap((a) => [sha(a.admitScript), sha(refundBatchScript(a))])
 
 let redis: RedisServer
 let admin: Redis

@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto'
 import { type AlgorithmName, type Decision, Limiter, type LimiterOptions, RedisStore } from '@tollgate/core'
 import { Redis } from 'ioredis'
 import { ALGORITHMS as ALL } from '../../packages/core/src/algorithms'
-import { correctionBatchScript } from '../../packages/core/src/algorithms/correction-batch'
+import { refundBatchScript } from '../../packages/core/src/algorithms/correction-batch'
 import { keysWithoutTtl, quitClient, testPrefix } from '../harness/redis'
 import type { RedisServer } from '../harness/redis-server'
 import { startTestServer, testServers } from '../harness/servers'
@@ -143,7 +143,7 @@ describe.each(testServers())('on $name', (server) => {
       const c = new Redis(fresh.url)
       const probe = new Redis(fresh.url)
       try {
-        const shas = Object.values(ALL).flatMap((a) => [sha(a.admitScript), sha(correctionBatchScript(a.refundScript))])
+        const shas = Object.values(ALL).flatMap((a) => [sha(a.admitScript), sha(refundBatchScript(a))])
         expect(await probe.script('EXISTS', ...shas)).toEqual(shas.map(() => 0))
         new RedisStore({ client: c })
         await c.ping() // the store's SCRIPT LOADs were queued ahead of this

@@ -1,7 +1,7 @@
 import type { LimitSpec } from '../types'
 import type { Algorithm } from './algorithm'
 import { type MemoryTwin, oneKeyPerLimit, type Verdict } from './protocol'
-import { LOG_REFUND_SCRIPT, SLOTS_ADMIT_SCRIPT } from './sliding-log'
+import { LOG_REFUND_BATCH_SCRIPT, LOG_REFUND_SCRIPT, SLOTS_ADMIT_SCRIPT } from './sliding-log'
 import { addEntry, removeAt, TimeLogs } from './time-log'
 import type { Windows } from './windows'
 
@@ -26,8 +26,8 @@ export const CONCURRENCY_RETRY_MS = 1000
 
 /*
  * The store's scripts are the sliding log's (sliding-log.ts): the admit drops held slots older than the
- * window first (their holder died or never released them) and re-arms the TTL before it adds, so no slot
- * outlives the window (plus the margin) from the newest; the release removes exactly the slots the call
+ * window first (their holder died or never released them), and the TTL moves on once per window, so a
+ * set outlives its newest slot by at most two windows and the margin; the release removes exactly the slots the call
  * took, named by its id, so a release sent again after a reconnect finds none of them and frees nothing
  * more (no record of its call needed).
  */
@@ -79,6 +79,7 @@ export const concurrency: Algorithm = {
   settleKeys: oneKeyPerLimit('slots'),
   settleScript: 'return ARGV[3]',
   refundScript: LOG_REFUND_SCRIPT,
+  refundBatchScript: LOG_REFUND_BATCH_SCRIPT,
   memory,
   verdict,
   unavailable(limit, now, allow, values) {

@@ -1,3 +1,5 @@
+import type { Algorithm } from './algorithm'
+
 /*
  * Refunds and settles of one turn, several in one script run. A concurrency slot's release is a refund,
  * one per admitted request: sent one script call each, releases cost Redis more than the admits they
@@ -19,13 +21,14 @@ export function correctionBatchScript(body: string): string {
 local function one(KEYS, ARGV)
 ${body}
 end
-local out, k, a = {}, 0, 1
+local out, k, a, keys, args, lk, la = {}, 0, 1, {}, {}, 0, 0
 for c = 1, tonumber(ALL_ARGV[1]) do
   local nk, na = tonumber(ALL_ARGV[a + 1]), tonumber(ALL_ARGV[a + 2])
-  local keys, args = {}, {}
   for j = 1, nk do keys[j] = ALL_KEYS[k + j] end
+  for j = nk + 1, lk do keys[j] = nil end
   for j = 1, na do args[j] = ALL_ARGV[a + 2 + j] end
-  k, a = k + nk, a + 2 + na
+  for j = na + 1, la do args[j] = nil end
+  k, a, lk, la = k + nk, a + 2 + na, nk, na
   local ok, reply = pcall(one, keys, args)
   if ok then
     out[c] = reply
@@ -36,6 +39,11 @@ for c = 1, tonumber(ALL_ARGV[1]) do
   end
 end
 return out`
+}
+
+/** The script of an algorithm's refund batch: its own, or its refund script in the batch form. */
+export function refundBatchScript(algorithm: Pick<Algorithm, 'refundScript' | 'refundBatchScript'>): string {
+  return algorithm.refundBatchScript ?? correctionBatchScript(algorithm.refundScript)
 }
 
 /** ARGV of a correction batch: the calls' argument lists, each after its number of keys and of arguments. */

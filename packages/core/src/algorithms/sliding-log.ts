@@ -13,10 +13,17 @@ import type { Windows } from './windows'
  */
 
 /**
- * How far ahead a log's TTL is set when it must move on: two windows plus the margin, so it moves about
- * once a window (when the newest entry would outlive it, read with PTTL), not at every request. A log
- * written by an earlier version holds a marker of its TTL scored −inf; the first removal drops it.
+ * A log's TTL moves once per period of its window (now / W, rounded down), at the period's first admission,
+ * to two periods ahead plus the margin: every entry then outlives its window (plus the margin), since an
+ * entry of period P is covered by a TTL set in P or later, and a hot log runs no PEXPIRE at each admission.
+ * The period whose first admission set the TTL is kept in the log itself, in the score of one member, `~`,
+ * at its head: −1 − (P mod 2^20), below every entry's time (entries leave by a range from 0, which keeps
+ * it). The admission's ZADD writes it beside the entries, with CH, so its reply counts the marker when it
+ * moved: a new period, or a log without one. The period is kept modulo 2^20 because a log whose TTL was
+ * not moved for two periods is gone. An earlier version's admission, which set the TTL at each call,
+ * removes the marker (its range from −inf), so the next admission here moves the TTL again.
  */
+const MARK = (p: string) => `-1 - ${p} % 1048576`
 const TTL_AHEAD = (w: string) => `2 * ${w} + ${TTL_MARGIN_MS}`
 
 /**
@@ -26,7 +33,7 @@ const TTL_AHEAD = (w: string) => `2 * ${w} + ${TTL_MARGIN_MS}`
  */
 const LUA_TEXT = `
 local UNITS = {':1', ':2', ':3', ':4'}
-local texts = {}
+local texts, sizes = {}, {}
 local function text(x)
   local t = texts[x]
   if not t then
@@ -47,12 +54,14 @@ end`
  * set or on nothing, as plain calls (a protected call and its check cost about as much as a small
  * command). Every read replies a number or one entry: a reply of several entries, or a score, costs Redis
  * more to format and the script more to read than a command. Exactly once (protocol.ts): an earlier run
- * of this batch that admitted the call left its entries, so the call's first entry is already there when
- * it is added again (ZADD NX adds none), or, when the log is full now, found by ZSCORE; either way nothing
- * is added again and the call is answered admitted. The writes: a log about to be made is checked for
- * PEXPIRE first (acl_check_cmd, which writes nothing, as luaHashWrites does), then ZADD, the first write
- * (refused at maxmemory before anything is written), then PEXPIRE when the TTL must move on, so no
- * refusal can leave a log without a TTL.
+ * of this batch that admitted the call left its entries, so its entries are already there when they are
+ * added again (ZADD adds none: an entry's time is the call's, so it does not move either), or, when the log
+ * is full now, the first is found by ZSCORE; either way nothing is added again and the call is answered
+ * admitted. The writes: a log about to be made is checked for PEXPIRE first (acl_check_cmd, which writes
+ * nothing, as luaHashWrites does), then one ZADD of the entries and the marker (MARK), the first write
+ * (refused at maxmemory before anything is written), then PEXPIRE when the marker moved, so no refusal can
+ * leave a log without a TTL. A log an earlier version wrote has no marker: the admission that adds it finds
+ * the log one entry larger than it read, and takes its entries back if that one entry leaves no room.
  */
 function logAdmitScript(oldest: boolean): string {
   return batchScript(
@@ -60,13 +69,16 @@ function logAdmitScript(oldest: boolean): string {
     `for i = 1, n do
     local max, w = lims[lim + 3 * i - 2], lims[lim + 3 * i - 1]
     local key = KEYS[k + i]
-    local c = 0
-    if try('ZREMRANGEBYSCORE', key, '-inf', text(now - w)) then c = redis.call('ZCARD', key) end
-    fresh[i] = c == 0
+    local c, size = 0, 0
+    if try('ZREMRANGEBYSCORE', key, '0', text(now - w)) then size = redis.call('ZCARD', key) end
+    -- A log of this version holds the marker, at its head; one of an earlier version does not (checked when the marker is added).
+    if size > 0 then c = size - 1 end
+    sizes[i] = size
+    fresh[i] = size == 0
     local idx = c + cost - max - 1
     local s = now
-    if idx >= 0 ${oldest ? 'or c > 0 ' : ''}then
-      local at = text(idx >= 0 and idx or 0)
+    if idx < c and (idx >= 0 ${oldest ? 'or c > 0' : ''}) then
+      local at = text(idx >= 0 and idx + 1 or 1)
       local r = redis.call('ZRANGE', key, at, at, 'WITHSCORES')
       if r[2] then s = tonumber(r[2]) end
     end
@@ -84,13 +96,43 @@ function logAdmitScript(oldest: boolean): string {
     for i = 1, n do
       local w = lims[lim + 3 * i - 1]
       local key = KEYS[k + i]
-      local added = 0
-      for j = 1, cost do added = added + redis.call('ZADD', key, 'NX', nowText or text(now), id .. (UNITS[j] or ':' .. j)) end
-      if i == 1 and added == 0 then
+      local p = math.floor(now / w)
+      local moved
+      if cost == 1 then
+        moved = redis.call('ZADD', key, 'CH', nowText or text(now), id .. ':1', text(${MARK('p')}), '~') - 1
+      else
+        local args = {'ZADD', key, 'CH'}
+        for j = 1, cost do
+          args[2 * j + 2] = nowText or text(now)
+          args[2 * j + 3] = id .. (UNITS[j] or ':' .. j)
+        end
+        args[2 * cost + 4] = text(${MARK('p')})
+        args[2 * cost + 5] = '~'
+        moved = redis.call(unpack(args)) - cost
+      end
+      -- Nothing added (the marker may have moved back to this call's period): an earlier run admitted the call.
+      if i == 1 and moved < 0 then
         code = 2
         break
       end
-      redis.call('PEXPIRE', key, text(w + ${TTL_MARGIN_MS}))
+      if moved == 1 then
+        redis.call('PEXPIRE', key, text((p + 2) * w + ${TTL_MARGIN_MS} - now))
+        -- The marker was missing from a log of entries (an earlier version's): it held one entry more than read.
+        local size = sizes[i]
+        if size > 0 and redis.call('ZCARD', key) == size + cost + 1 then
+          out[2 * i - 1] = size
+          if size + cost > lims[lim + 3 * i - 2] then
+            for l = 1, i do
+              for j = 1, cost do redis.call('ZREM', KEYS[k + l], id .. (UNITS[j] or ':' .. j)) end
+            end
+            local at = text(size + cost - lims[lim + 3 * i - 2])
+            local r = redis.call('ZRANGE', key, at, at, 'WITHSCORES')
+            out[2 * i] = r[2] and tonumber(r[2]) or now
+            code = 0
+            break
+          end
+        end
+      end
     end
   end`,
     LUA_TEXT,
@@ -115,11 +157,41 @@ end
 return ARGV[3]`
 
 /**
+ * The refunds (a concurrency slot's releases) of one turn in one script run, as correctionBatchScript lays
+ * them out (KEYS and ARGV per call, a reply per call), without running each as a function of its own under
+ * pcall: a release is one removal per unit, and the generic batch cost Redis more than the removal itself.
+ * A key of another type fails its call alone (WRONGTYPE, the keys after it left as they are); any other
+ * error is the batch's.
+ */
+export const LOG_REFUND_BATCH_SCRIPT = `
+local out, k, a = {}, 0, 1
+for c = 1, tonumber(ARGV[1]) do
+  local nk, na = tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2])
+  local cost, id = tonumber(ARGV[a + 3]), ARGV[a + 5]
+  local reply = id
+  for i = k + 1, k + nk - 1 do
+    for j = 1, cost do
+      local r = redis.pcall('ZREM', KEYS[i], id .. (j == 1 and ':1' or ':' .. j))
+      if type(r) == 'table' and r.err then
+        if not string.find(r.err, 'WRONGTYPE', 1, true) then error(r) end
+        reply = {'err', r.err}
+        break
+      end
+    end
+    if reply ~= id then break end
+  end
+  out[c] = reply
+  k, a = k + nk, a + 2 + na
+end
+return out`
+
+/**
  * Settle (see "Settle" in protocol.ts), within one window length of the call: lower, removes the call's
  * last entries (`<id>:<actual + 1>` to `<id>:<estimate>`); higher, adds entries `<id>:<estimate + 1>` to
- * `<id>:<actual>` at the call's own time, so they leave the window with the call's, the TTL re-armed
- * first (two windows ahead). Entries are named by the call id, so a
- * settle sent twice adds or removes nothing more: no record is needed (its key, the last of KEYS, stays unwritten).
+ * `<id>:<actual>` at the call's own time, so they leave the window with the call's: the TTL the call's
+ * admission set (MARK) covers them, and a log the settle makes again (it expired or was reset) gets its
+ * marker and a TTL two windows ahead. Entries are named by the call id, so a settle sent twice adds or
+ * removes nothing more: no record is needed (its key, the last of KEYS, stays unwritten).
  */
 const SLIDING_LOG_SETTLE_SCRIPT = `
 local cost = tonumber(ARGV[1])
@@ -134,7 +206,10 @@ for i = 1, #KEYS - 1 do
     elseif actual > cost then
       local fresh = redis.call('PEXPIRE', KEYS[i], ${TTL_AHEAD('w')}) == 0
       for j = cost + 1, actual do redis.call('ZADD', KEYS[i], now, ARGV[3] .. ':' .. j) end
-      if fresh then redis.call('PEXPIRE', KEYS[i], ${TTL_AHEAD('w')}) end
+      if fresh then
+        redis.call('ZADD', KEYS[i], ${MARK('math.floor(now / w)')}, '~')
+        redis.call('PEXPIRE', KEYS[i], ${TTL_AHEAD('w')})
+      end
     end
   end
 end
@@ -177,6 +252,7 @@ export const slidingLog: Algorithm = {
   keys: oneKeyPerLimit('log'),
   admitScript: LOG_ADMIT_SCRIPT,
   refundScript: LOG_REFUND_SCRIPT,
+  refundBatchScript: LOG_REFUND_BATCH_SCRIPT,
   settleKeys: oneKeyPerLimit('log'),
   settleScript: SLIDING_LOG_SETTLE_SCRIPT,
   memory,

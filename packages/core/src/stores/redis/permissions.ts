@@ -1,5 +1,5 @@
 import { ALGORITHM_NAMES, ALGORITHMS } from '../../algorithms'
-import { correctionBatchScript } from '../../algorithms/correction-batch'
+import { correctionBatchScript, refundBatchScript } from '../../algorithms/correction-batch'
 import { describeValue } from '../../errors'
 import { hex, sha1 } from '../../hashes'
 import type { AlgorithmName } from '../../types'
@@ -18,7 +18,7 @@ import type { AlgorithmName } from '../../types'
 export function scripts(): string[] {
   return ALGORITHM_NAMES.flatMap((name) => [
     ALGORITHMS[name].admitScript,
-    correctionBatchScript(ALGORITHMS[name].refundScript),
+    refundBatchScript(ALGORITHMS[name]),
     correctionBatchScript(ALGORITHMS[name].settleScript),
   ])
 }

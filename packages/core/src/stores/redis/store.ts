@@ -1,5 +1,5 @@
 import { ALGORITHM_NAMES, ALGORITHMS, argsOf, callRecordKey, forgetKeysOf, refundKeysOf, settleKeysOf } from '../../algorithms'
-import { correctionBatchScript } from '../../algorithms/correction-batch'
+import { correctionBatchScript, refundBatchScript } from '../../algorithms/correction-batch'
 import {
   LEASE_FIXED_SCRIPT,
   LEASE_GCRA_SCRIPT,
@@ -131,9 +131,9 @@ export class RedisStore implements Store {
       this.coldStart,
     )
     for (const name of ALGORITHM_NAMES) {
-      const { admitScript, refundScript, settleScript } = ALGORITHMS[name]
+      const { admitScript, settleScript } = ALGORITHMS[name]
       this.admitScripts.set(name, this.define(scriptName(name, 'Admit'), admitScript))
-      this.refundScripts.set(name, this.define(scriptName(name, 'Refund'), correctionBatchScript(refundScript)))
+      this.refundScripts.set(name, this.define(scriptName(name, 'Refund'), refundBatchScript(ALGORITHMS[name])))
       this.settleScripts.set(name, this.define(scriptName(name, 'Settle'), correctionBatchScript(settleScript)))
     }
     this.scripts = new ScriptBatcher(

@@ -1,0 +1,113 @@
+import { Limiter, RedisStore } from '@tollgate/core'
+import { testPrefix } from '../harness/redis'
+import { useRedis } from '../harness/use-redis'
+
+// The sorted-set algorithms (sliding log, concurrency) move a log's TTL once per period of the window, at
+// the period's first admission, to two periods ahead plus the margin, and keep that period in the log as a
+// marker member (algorithms/sliding-log.ts). What the user's Redis sees: every log has a TTL that covers its
+// newest entry's window, the hot log runs no PEXPIRE per admission, and a log an earlier version wrote,
+// without a marker, is counted exactly.
+
+const db = useRedis({ nodeRedis: true })
+const W = 10_000
+const MARGIN = 1000
+
+function limiterAt(prefix: string, algorithm: 'sliding-log' | 'concurrency', max: number, clock: { now: number }, kind: string) {
+  return new Limiter({
+    algorithm,
+    max,
+    window: W,
+    prefix,
+    clock: () => clock.now,
+    store: new RedisStore({ client: kind === 'ioredis' ? db.client : db.nodeRedis, timeout: '2s' }),
+  })
+}
+
+async function pexpires(): Promise<number> {
+  const stats = await db.client.info('commandstats')
+  return Number(/cmdstat_pexpire:calls=(\d+)/.exec(stats)?.[1] ?? 0)
+}
+
+describe.each(['ioredis', 'node-redis'] as const)('through %s', (kind) => {
+  it.each(['sliding-log', 'concurrency'] as const)(
+    '%s: the TTL covers the newest entry, moves once per window period, and an entry is counted once',
+    async (algorithm) => {
+      const prefix = testPrefix(`log-ttl-${algorithm}`)
+      // A period starts at a multiple of W; the clock runs ahead of Redis's, which sets the TTL from now.
+      const start = (Math.floor(Date.now() / W) + 6) * W
+      const clock = { now: start + 100 }
+      const limiter = limiterAt(prefix, algorithm, 1000, clock, kind)
+      await limiter.consume('c')
+      const [key] = await db.client.keys(`${prefix}*`)
+      // First admission of the period: two periods ahead plus the margin, from the call's clock.
+      let ttl = await db.client.pttl(key!)
+      expect(ttl).toBeGreaterThan(2 * W + MARGIN - 100 - 1000)
+      expect(ttl).toBeLessThanOrEqual(2 * W + MARGIN - 100)
+      const before = await pexpires()
+      let last = await limiter.consume('c')
+      for (let i = 0; i < 20; i++) {
+        clock.now = start + 200 + i * 100
+        last = await limiter.consume('c')
+        expect(last.allowed).toBe(true)
+      }
+      // The rest of the period: no PEXPIRE, the TTL as the first admission set it, one entry per admission.
+      expect((await pexpires()) - before).toBe(0)
+      ttl = await db.client.pttl(key!)
+      expect(ttl).toBeLessThanOrEqual(2 * W + MARGIN - 100)
+      expect(last.remaining).toBe(1000 - 22)
+      // The next period's first admission moves it on, once.
+      clock.now = start + W + 50
+      await limiter.consume('c')
+      expect((await pexpires()) - before).toBe(1)
+      ttl = await db.client.pttl(key!)
+      expect(ttl).toBeGreaterThan(2 * W + MARGIN - 50 - 1000)
+      expect(ttl).toBeLessThanOrEqual(2 * W + MARGIN - 50)
+      await limiter.reset('c')
+      expect(await db.client.keys(`${prefix}*`)).toEqual([])
+      await limiter.close()
+    },
+  )
+
+  it('counts a log an earlier version wrote (entries, no marker) exactly: max of them leave no room', async () => {
+    const prefix = testPrefix('log-legacy')
+    const start = (Math.floor(Date.now() / W) + 6) * W
+    const clock = { now: start + 100 }
+    const limiter = limiterAt(prefix, 'sliding-log', 3, clock, kind)
+    // Learn the key, then write it as an earlier version did: three entries, a TTL, no marker.
+    await limiter.consume('c')
+    const [key] = await db.client.keys(`${prefix}*`)
+    await db.client.del(key!)
+    await db.client.zadd(key!, start, 'old:1:1', start + 10, 'old:2:1', start + 20, 'old:3:1')
+    await db.client.pexpire(key!, W + MARGIN)
+    clock.now = start + 500
+    const refused = await limiter.consume('c')
+    expect(refused).toMatchObject({ allowed: false, remaining: 0 })
+    // Nothing of the refused call is left; the marker now is, and the three entries still count.
+    expect(await db.client.zcard(key!)).toBe(4)
+    expect(await db.client.zscore(key!, 'old:1:1')).toBe(String(start))
+    clock.now = start + W + 1
+    // The first entry left the window: room for one.
+    expect(await limiter.consume('c')).toMatchObject({ allowed: true, remaining: 0 })
+    expect(await limiter.consume('c')).toMatchObject({ allowed: false })
+    await limiter.reset('c')
+    await limiter.close()
+  })
+
+  it('a log an earlier version wrote with room left admits, counting its entries', async () => {
+    const prefix = testPrefix('log-legacy-room')
+    const start = (Math.floor(Date.now() / W) + 6) * W
+    const clock = { now: start + 100 }
+    const limiter = limiterAt(prefix, 'sliding-log', 3, clock, kind)
+    await limiter.consume('c')
+    const [key] = await db.client.keys(`${prefix}*`)
+    await db.client.del(key!)
+    await db.client.zadd(key!, start, 'old:1:1')
+    await db.client.pexpire(key!, W + MARGIN)
+    clock.now = start + 500
+    expect(await limiter.consume('c')).toMatchObject({ allowed: true, remaining: 1 })
+    expect(await limiter.consume('c')).toMatchObject({ allowed: true, remaining: 0 })
+    expect(await limiter.consume('c')).toMatchObject({ allowed: false })
+    await limiter.reset('c')
+    await limiter.close()
+  })
+})
