@@ -9,9 +9,10 @@
 // (defaults) makes 100,000 decisions over 2,000 client keys (50 rounds of 2,000 concurrent `consume`, `max`
 // never reached, the default one-second window; under `concurrency` each round's slots are released before
 // the next, as finished requests release theirs, the release counted in the decision's cost), then `reset`
-// of every key. Per algorithm it reports the keys left and the keys per client key, Redis's memory for them
+// of every key. Per algorithm it reports the keys left (live ones: a SCAN first drops the keys whose TTL passed
+// and which Redis's background expiry has not reached yet) and the keys per client key, Redis's memory for them
 // (used_memory above the empty server's), the commands Redis ran per decision (INFO commandstats, a script's own commands included, EVAL/EVALSHA counted apart), Redis's CPU per
-// decision (the server process's user + system time from /proc, the most direct measure of what a decision costs
+// decision (the server process's user + system time, from the scheduler's account at ns resolution, the most direct measure of what a decision costs
 // the server), and the keys left after the resets. Each algorithm's figures are divided by the fixed window's of
 // the same cycle; the cycles run the algorithms in alternating order and the table gives each ratio's median
 // and spread. redis-server is pinned to core 1 and this process to core 0 when taskset is available. It exits 1
@@ -22,7 +23,7 @@ import { writeFileSync } from 'node:fs'
 import { parseArgs } from 'node:util'
 import { describeTree, importFrom } from './lib/baseline.mjs'
 import { outBase } from './lib/out.mjs'
-import { canPin, cpuMicros, deadline, installSignalHandlers, shutdown, startRedis } from './lib/procs.mjs'
+import { canPin, cpuMicrosFine, deadline, installSignalHandlers, shutdown, startRedis } from './lib/procs.mjs'
 
 const { values } = parseArgs({
   options: {
@@ -119,6 +120,19 @@ async function commands() {
   return { total, scripts, usec, byName }
 }
 
+/**
+ * Lets Redis drop the keys whose TTL has passed but which its background expiry has not reached yet: SCAN
+ * deletes each expired key it visits. Without it, the keys and memory counted would include some of those,
+ * as many as the expiry cycle happened to leave (the fixed window's previous windows, say), and vary from
+ * run to run for reasons of Redis's own.
+ */
+async function reapExpired() {
+  let cursor = '0'
+  do {
+    ;[cursor] = await admin.scan(cursor, 'COUNT', 1000)
+  } while (cursor !== '0')
+}
+
 /** One algorithm's run: rounds × clients decisions, then a reset of every client key. */
 async function runOne([algorithm, tree]) {
   const { Limiter, RedisStore } = cores[tree]
@@ -137,7 +151,7 @@ async function runOne([algorithm, tree]) {
   await limiter.consume('warm-up')
   await limiter.reset('warm-up')
   await admin.config('RESETSTAT')
-  const cpu0 = cpuMicros(redis.pid)
+  const cpu0 = cpuMicrosFine(redis.pid)
   let refused = 0
   let fallback = 0
   for (let r = 0; r < rounds; r++) {
@@ -150,8 +164,10 @@ async function runOne([algorithm, tree]) {
     // app's finished requests release theirs, and the release is counted in the decision's cost.
     if (algorithm === 'concurrency') await Promise.all(decisions.filter((d) => d.allowed).map((d) => limiter.release(d)))
   }
-  const cpu = cpuMicros(redis.pid) - cpu0
+  const cpu = cpuMicrosFine(redis.pid) - cpu0
   const ran = await commands()
+  const keysBefore = await admin.dbsize()
+  await reapExpired()
   const keysLeft = await admin.dbsize()
   const memory = Number((await info('memory')).get('used_memory')) - empty
   await Promise.all(keys.map((k) => limiter.reset(k)))
@@ -165,6 +181,7 @@ async function runOne([algorithm, tree]) {
     refused,
     fallback,
     keysLeft,
+    expiredKeys: keysBefore - keysLeft,
     keysPerClient: keysLeft / clients,
     memory,
     commandsPerDecision: ran.total / decisions,
@@ -186,7 +203,7 @@ for (let c = 0; c < cycles; c++) {
     log(
       `cycle ${c + 1} ${r.algorithm.padEnd(20)} keys ${String(r.keysLeft).padStart(7)}  memory ${(r.memory / 1024).toFixed(0).padStart(7)} KiB` +
         `  commands/decision ${r.commandsPerDecision.toFixed(2)} (+${r.scriptsPerDecision.toFixed(3)} scripts)  Redis CPU ${r.cpuPerDecision.toFixed(2)} µs/decision (in commands ${r.commandMicrosPerDecision.toFixed(2)})` +
-        `  after reset ${r.afterReset}${r.fallback > 0 ? `  fallback ${r.fallback}` : ''}${r.refused > 0 ? `  refused ${r.refused}` : ''}`,
+        `  after reset ${r.afterReset}${r.expiredKeys > 0 ? `  expired, not yet dropped ${r.expiredKeys}` : ''}${r.fallback > 0 ? `  fallback ${r.fallback}` : ''}${r.refused > 0 ? `  refused ${r.refused}` : ''}`,
     )
   }
   runs.push(cycle)
