@@ -44,6 +44,23 @@ local function marked(rec)
 end`
 
 /**
+ * `text(x)`: a number as the text Redis is given. Redis 7.0 turns a Lua number passed to a command into
+ * text with `%.17g`, a floating-point formatting that costs about as much as a command; a whole number
+ * formatted by Lua as an integer costs a small part of that, and a batch's calls share many of their numbers
+ * (times, windows, TTLs), so each text is made once per script run. A fraction is passed as the number.
+ */
+export const LUA_TEXT = `
+local texts = {}
+local function text(x)
+  local t = texts[x]
+  if not t then
+    if x == math.floor(x) and x > -9007199254740992 and x < 9007199254740992 then t = string.format('%d', x) else t = x end
+    texts[x] = t
+  end
+  return t
+end`
+
+/**
  * The admit script of an algorithm: `body` decides one call, the batch's calls in turn. It sees `id`,
  * `cost`, `now`, `n` (its limits), `k` (its keys are KEYS[k + 1] on, `perLimit` per limit), `lim` (limit
  * i's max is lims[lim + 3i − 2], its windowMs the next, its burst the next, as numbers), `inst` and `seq` (the
@@ -74,7 +91,7 @@ local function hread(key, ...)
 end`
     : ''
   return `local inst, seq = ARGV[1], tonumber(ARGV[2])
-${body.includes('seen(') || body.includes('marked(') ? LUA_SEEN : ''}
+${body.includes('seen(') || body.includes('marked(') ? LUA_SEEN : ''}${body.includes('text(') || prelude.includes('text(') ? LUA_TEXT : ''}
 local failed
 local function try(...)
   local r = redis.pcall(...)
@@ -196,11 +213,13 @@ function limitsKey(limits: readonly LimitSpec[]): string {
 export function luaHashWrites(expire: string, step: number, plain: 'count' | 'replace', pairs = 1, after = ''): string {
   const key = step === 1 ? 'KEYS[k + i]' : `KEYS[k + ${step} * (i - 1) + 1]`
   const field = (j: number) => `writes[${2 * pairs} * (i - 1) + ${j + 1}]`
-  const fields = Array.from({ length: 2 * pairs }, (_, j) => field(j)).join(', ')
+  // Field names at even j, numbers at odd j: those are given as text (LUA_TEXT).
+  const arg = (j: number) => (j % 2 === 1 ? `text(${field(j)})` : field(j))
+  const fields = Array.from({ length: 2 * pairs }, (_, j) => arg(j)).join(', ')
   // With several pairs, the last is written only when its value is not false (a field that rarely moves).
   // The batch's record goes on the first limit's key of the first call it admits only (see "Exactly once").
   const write = (args: string) => `if i == 1 and not recorded then
-          redis.call('HSET', ${key}, ${args}, inst, marked(recs[i]))
+          redis.call('HSET', ${key}, ${args}, inst, text(marked(recs[i])))
           recorded = true
           touched[${key}] = true
         else
@@ -210,23 +229,23 @@ export function luaHashWrites(expire: string, step: number, plain: 'count' | 're
     pairs === 1
       ? write(fields)
       : `if ${field(2 * pairs - 1)} == false then
-          ${write(Array.from({ length: 2 * pairs - 2 }, (_, j) => field(j)).join(', '))}
+          ${write(Array.from({ length: 2 * pairs - 2 }, (_, j) => arg(j)).join(', '))}
         else
           ${write(fields)}
         end`
   const made = plain === 'replace' ? '(fresh[i] or plains[i])' : 'fresh[i]'
   const plainWrite =
     plain === 'count'
-      ? `redis.call('INCRBY', ${key}, cost)`
+      ? `redis.call('INCRBY', ${key}, text(cost))`
       : `redis.call('DEL', ${key})
         recs[i] = nil
         ${write(fields)}
-        redis.call('PEXPIRE', ${key}, ttls[i])`
+        redis.call('PEXPIRE', ${key}, text(ttls[i]))`
   return `
   if code == 1 and cost > 0 and not failed then
     for i = 1, n do
       if ${made} and not (redis.acl_check_cmd and redis.acl_check_cmd('PEXPIRE', ${key}, '1')) then
-        redis.call('PEXPIRE', ${key}, ttls[i])
+        redis.call('PEXPIRE', ${key}, text(ttls[i]))
       end
     end
     for i = 1, n do
@@ -234,7 +253,7 @@ export function luaHashWrites(expire: string, step: number, plain: 'count' | 're
         ${plainWrite}
       else
         ${hset}
-        if ${expire} then redis.call('PEXPIRE', ${key}, ttls[i]) end
+        if ${expire} then redis.call('PEXPIRE', ${key}, text(ttls[i])) end
       end${after}
     end
   end`

@@ -26,22 +26,10 @@ import type { Windows } from './windows'
 const MARK = (p: string) => `-1 - ${p} % 1048576`
 const TTL_AHEAD = (w: string) => `2 * ${w} + ${TTL_MARGIN_MS}`
 
-/**
- * Numbers given to Redis as integer text where they are whole: Lua turns a number into text with
- * `%.14g`, a floating-point formatting that costs about as much as a command, and the batch's calls
- * share their times and windows, so each text is made once per script run (`texts`).
- */
-const LUA_TEXT = `
+/** Names of an entry's unit, made once: `<call id>` .. UNITS[j]. */
+const LUA_UNITS = `
 local UNITS = {':1', ':2', ':3', ':4'}
-local texts, sizes = {}, {}
-local function text(x)
-  local t = texts[x]
-  if not t then
-    if x == math.floor(x) and x > -1e15 and x < 1e15 then t = string.format('%d', x) else t = x end
-    texts[x] = t
-  end
-  return t
-end`
+local sizes = {}`
 
 /**
  * One call of a batch (batchScript) on sorted sets of entries `<call id>:<unit>` scored by time, one per
@@ -135,7 +123,7 @@ function logAdmitScript(oldest: boolean): string {
       end
     end
   end`,
-    LUA_TEXT,
+    LUA_UNITS,
   )
 }
 
