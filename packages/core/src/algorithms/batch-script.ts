@@ -73,7 +73,7 @@ end`
  * `try(command, ...)` runs a read whose WRONGTYPE fails this call alone: it returns
  * false, and the call's code becomes -1 with the error as its first number; any other error (NOPERM) is
  * the script's, as a plain call's would be. `hread(key, fields...)` reads a hash-keyed algorithm's key:
- * this store's record, false, and the fields' values; or, from a plain string (the fixed window's
+ * this store's record (read as a number once: seen and marked both use it), false, and the fields' values; or, from a plain string (the fixed window's
  * transaction path writes those, and earlier versions wrote every counter and TAT so), nil, true and
  * its value. `prelude`: Lua of the algorithm's own, defined once before the calls.
  */
@@ -87,7 +87,7 @@ local function hread(key, ...)
     if not string.find(v.err, 'WRONGTYPE', 1, true) then error(v) end
     return nil, true, try('GET', key)
   end
-  return v[1], false, unpack(v, 2)
+  return tonumber(v[1]) or false, false, unpack(v, 2)
 end`
     : ''
   return `local inst, seq = ARGV[1], tonumber(ARGV[2])
