@@ -93,6 +93,39 @@ describe.each(['ioredis', 'node-redis'] as const)('through %s', (kind) => {
     await limiter.close()
   })
 
+  it('with two limits, a full log of an earlier version refuses the call, and the other limit keeps none of it', async () => {
+    const prefix = testPrefix('log-legacy-limits')
+    const start = (Math.floor(Date.now() / W) + 6) * W
+    const clock = { now: start + 100 }
+    const limiter = new Limiter({
+      algorithm: 'sliding-log',
+      // The second limit's log is written after the first's: its entry is taken back when the first's is.
+      limits: [
+        { max: 100, window: W * 6 },
+        { max: 3, window: W },
+      ],
+      prefix,
+      clock: () => clock.now,
+      store: new RedisStore({ client: kind === 'ioredis' ? db.client : db.nodeRedis, timeout: '2s' }),
+    })
+    await limiter.consume('c')
+    const keys = (await db.client.keys(`${prefix}*`)).sort()
+    expect(keys).toHaveLength(2)
+    // The 3-per-W limit's key (labelled by its window), rewritten as an earlier version's: three entries, no marker.
+    const small = keys.find((k) => k.endsWith(':10s:log'))!
+    const large = keys.find((k) => k !== small)!
+    for (const k of keys) await db.client.del(k)
+    await db.client.zadd(small, start, 'old:1:1', start + 10, 'old:2:1', start + 20, 'old:3:1')
+    await db.client.pexpire(small, W + MARGIN)
+    clock.now = start + 500
+    expect(await limiter.consume('c')).toMatchObject({ allowed: false })
+    // Nothing of the refused call is left in either log.
+    expect(await db.client.zrange(small, 0, -1)).toEqual(['~', 'old:1:1', 'old:2:1', 'old:3:1'])
+    expect(await db.client.zrange(large, 0, -1)).toEqual(['~'])
+    await limiter.reset('c')
+    await limiter.close()
+  })
+
   it('a log an earlier version wrote with room left admits, counting its entries', async () => {
     const prefix = testPrefix('log-legacy-room')
     const start = (Math.floor(Date.now() / W) + 6) * W
