@@ -49,7 +49,10 @@ export interface Algorithm {
   refundKeys?(call: StoreCall, i: number, out: string[]): void
   /** Lua of `refund`: the same KEYS (or `refundKeys`) and ARGV as the admit it undoes. */
   readonly refundScript: string
-  /** The refunds' batch, when the algorithm has one of its own (refundBatchScript in correction-batch.ts). */
+  /**
+   * The refunds' batch, when the algorithm has one of its own (refundBatchScript in correction-batch.ts): a
+   * refund by call id, which takes per call only its limits' keys and the arguments [cost, id].
+   */
   readonly refundBatchScript?: string
   /** Appends limit `i`'s keys of a settle, in the order its settle script takes them. */
   settleKeys(call: StoreCall, i: number, out: string[]): void

@@ -145,19 +145,20 @@ end
 return ARGV[3]`
 
 /**
- * The refunds (a concurrency slot's releases) of one turn in one script run, as correctionBatchScript lays
- * them out (KEYS and ARGV per call, a reply per call), without running each as a function of its own under
- * pcall: a release is one removal per unit, and the generic batch cost Redis more than the removal itself.
- * A key of another type fails its call alone (WRONGTYPE, the keys after it left as they are); any other
- * error is the batch's.
+ * The refunds (a concurrency slot's releases) of one turn in one script run, in correctionBatchScript's
+ * layout but with only what a removal needs: per call its limits' keys (no record key: a removal by call id
+ * needs none) and the arguments [cost, id]. A release is one ZREM per unit and runs on every admitted
+ * request: sent with the admit's whole argument list and a record key, each as a function of its own under
+ * pcall, it cost Redis more than the admit it undoes. A key of another type fails its call alone
+ * (WRONGTYPE, the keys after it left as they are); any other error is the batch's.
  */
 export const LOG_REFUND_BATCH_SCRIPT = `
 local out, k, a = {}, 0, 1
 for c = 1, tonumber(ARGV[1]) do
   local nk, na = tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2])
-  local cost, id = tonumber(ARGV[a + 3]), ARGV[a + 5]
+  local cost, id = tonumber(ARGV[a + 3]), ARGV[a + 4]
   local reply = id
-  for i = k + 1, k + nk - 1 do
+  for i = k + 1, k + nk do
     for j = 1, cost do
       local r = redis.pcall('ZREM', KEYS[i], id .. (j == 1 and ':1' or ':' .. j))
       if type(r) == 'table' and r.err then

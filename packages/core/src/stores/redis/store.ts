@@ -197,7 +197,10 @@ export class RedisStore implements Store {
 
   /** Undoes an admitted call (Store.refund): the algorithm's refund, once per call id, in a batch with this turn's others. */
   refund(call: StoreCall): Promise<void> {
-    const keys = refundKeysOf(ALGORITHMS[call.algorithm], call)
+    const algorithm = ALGORITHMS[call.algorithm]
+    const keys = refundKeysOf(algorithm, call)
+    // A refund by call id (the sorted sets') takes only its keys, its cost and its id.
+    if (algorithm.refundBatchScript !== undefined) return this.corrections.add('refund', call, keys, [call.cost, call.id])
     keys.push(callRecordKey(call, 'refund'))
     return this.corrections.add('refund', call, keys, argsOf(call))
   }
