@@ -85,10 +85,14 @@ export function fixedWindowCount(replies: readonly unknown[], at: number, cost: 
   return count
 }
 
-/** The part of an ioredis transaction (`client.multi()`) the fast path uses: a method per FixedWindowCommand. */
+/**
+ * The part of an ioredis transaction (`client.multi()`) the store uses: a method per FixedWindowCommand,
+ * and ZREM for the removals by call id of a turn's releases (removals.ts), where the client has it.
+ */
 export interface RedisTransactionLike {
   incrby(key: string, increment: string): RedisTransactionLike
   pexpire(key: string, milliseconds: string): RedisTransactionLike
+  zrem?(key: string, ...members: string[]): RedisTransactionLike
   exec(): Promise<Array<[Error | null, unknown]> | null>
 }
 

@@ -2,8 +2,8 @@ import type { FixedWindowCommand, RedisTransactionLike } from '../../algorithms/
 import type { AnyNodeRedis, NodeRedisClusterLike, NodeRedisNodeLike } from './node-redis-types'
 
 /*
- * The fixed window's transaction on node-redis (node-redis.ts): ioredis's transaction shape over a
- * node-redis MULTI, its replies as ioredis's pairs, and on a Cluster, sent to the node an ASK names.
+ * The store's transactions on node-redis (node-redis.ts), the fixed window's and a turn's removals by call
+ * id: ioredis's transaction shape over a node-redis MULTI, its replies as ioredis's pairs, and on a Cluster, sent to the node an ASK names.
  */
 
 /** node-redis's MULTI replies as ioredis's [error, value] pairs; a MultiErrorReply carries every reply (`replies`). */
@@ -13,16 +13,13 @@ function pairs(replies: unknown): Array<[Error | null, unknown]> | null {
   return list.map((reply): [Error | null, unknown] => (reply instanceof Error ? [reply, null] : [null, reply]))
 }
 
-/** node-redis's method for each command of fixedWindowCommands (fixed-window.ts). */
-const METHODS: Record<FixedWindowCommand, 'incrBy' | 'pExpire'> = { incrby: 'incrBy', pexpire: 'pExpire' }
-
 /**
  * The ioredis transaction shape over a node-redis MULTI, created at exec() (a Cluster routes it by its
  * first key; `asking`, sent to that Cluster node with ASKING first, after an ASK): the commands it was
  * given (fixedWindowCommands, through addFixedWindow), in order.
  */
 export class Transaction implements RedisTransactionLike {
-  private readonly commands: Array<[command: FixedWindowCommand, key: string, argument: string]> = []
+  private readonly commands: Array<[command: FixedWindowCommand | 'zrem', key: string, ...args: string[]]> = []
   constructor(
     private readonly client: AnyNodeRedis,
     /** What the batcher refreshes the slot map through after a redirect (redirects.ts): the adapter. */
@@ -37,6 +34,11 @@ export class Transaction implements RedisTransactionLike {
 
   pexpire(key: string, milliseconds: string): RedisTransactionLike {
     this.commands.push(['pexpire', key, milliseconds])
+    return this
+  }
+
+  zrem(key: string, ...members: string[]): RedisTransactionLike {
+    this.commands.push(['zrem', key, ...members])
     return this
   }
 
@@ -58,7 +60,10 @@ export class Transaction implements RedisTransactionLike {
 
   private execOn(client: AnyNodeRedis): Promise<Array<[Error | null, unknown]> | null> {
     const tx = client.multi()
-    for (const [command, key, argument] of this.commands) tx[METHODS[command]](key, Number(argument))
+    for (const [command, key, ...args] of this.commands) {
+      if (command === 'zrem') tx.zRem(key, args)
+      else tx[command === 'incrby' ? 'incrBy' : 'pExpire'](key, Number(args[0]))
+    }
     return tx.exec().then(
       (replies) => pairs(this.raw(replies)),
       (error: unknown) => {

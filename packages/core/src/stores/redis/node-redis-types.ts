@@ -7,6 +7,7 @@
 export interface NodeRedisMultiLike {
   incrBy(key: string, increment: number): NodeRedisMultiLike
   pExpire(key: string, milliseconds: number): NodeRedisMultiLike
+  zRem(key: string, members: string[]): NodeRedisMultiLike
   exec(): Promise<unknown>
 }
 

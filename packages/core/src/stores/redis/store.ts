@@ -18,6 +18,7 @@ import { type Correction, CorrectionBatcher } from './correction-batcher'
 import { type ColdStart, type FailureCauses, withDeadline } from './deadline'
 import type { NodeRedisClientLike, NodeRedisClusterLike } from './node-redis-types'
 import { followRedirects } from './redirects'
+import { removalTransaction, removeByCallId } from './removals'
 import { ScriptBatcher } from './script-batcher'
 import { batchResults, protocolError, resetConnection } from './script-replies'
 import { checkClient, type RedisClientLike, TRANSPORTS, type Transport, transactions } from './store-client'
@@ -151,6 +152,8 @@ export class RedisStore implements Store {
     )
     this.corrections = new CorrectionBatcher(
       (op, algorithm, keys, args) => {
+        const tx = removalTransaction(this.client, op, algorithm, this.cluster)
+        if (tx !== undefined) return this.within(() => removeByCallId(tx, keys, args))
         const script = (op === 'refund' ? this.refundScripts : this.settleScripts).get(algorithm)!
         return this.within(() => script(keys.length, ...keys, ...args))
       },
