@@ -29,34 +29,18 @@ const TTL_AHEAD = (w: string) => `2 * ${w} + ${TTL_MARGIN_MS}`
 /** Names of an entry's unit, made once: `<call id>` .. UNITS[j]. */
 const LUA_UNITS = `
 local UNITS = {':1', ':2', ':3', ':4'}
-local sizes = {}`
+local sizes, excl = {}, {}
+local function above(x)
+  local t = excl[x]
+  if not t then
+    t = '(' .. text(x)
+    excl[x] = t
+  end
+  return t
+end`
 
-/**
- * One call of a batch (batchScript) on sorted sets of entries `<call id>:<unit>` scored by time, one per
- * limit; the concurrency algorithm runs the same (its window is a slot's longest hold; `oldest`: whether
- * the reply carries the oldest entry's time when the log has room, which the concurrency algorithm does
- * not read). Entries older than the window leave first (a range removal that finds none is the cheapest
- * of reads), then the count, then, only when the reply needs it, the time of one entry: the one whose
- * leaving frees enough room when the log is that full, else the oldest. Only the removal runs protected
- * (try): a key of another type fails there, this call alone, and the reads after it run only on a sorted
- * set or on nothing, as plain calls (a protected call and its check cost about as much as a small
- * command). Every read replies a number or one entry: a reply of several entries, or a score, costs Redis
- * more to format and the script more to read than a command. Exactly once (protocol.ts): an earlier run
- * of this batch that admitted the call left its entries, so its entries are already there when they are
- * added again (ZADD adds none: an entry's time is the call's, so it does not move either), or, when the log
- * is full now, the first is found by ZSCORE; either way nothing is added again and the call is answered
- * admitted. The writes: a log about to be made is checked for PEXPIRE first (acl_check_cmd, which writes
- * nothing, as luaHashWrites does), then one ZADD of the entries and the marker (MARK), the first write
- * (refused at maxmemory before anything is written), then PEXPIRE when the marker moved, so no refusal can
- * leave a log without a TTL. A log an earlier version wrote has no marker: the admission that adds it finds
- * the log one entry larger than it read, and takes its entries back if that one entry leaves no room.
- */
-function logAdmitScript(oldest: boolean): string {
-  return batchScript(
-    1,
-    `for i = 1, n do
-    local max, w = lims[lim + 3 * i - 2], lims[lim + 3 * i - 1]
-    local key = KEYS[k + i]
+/** The sliding log's reads: entries older than the window leave, then the count, then one entry's time. */
+const LOG_READS = `
     local c, size = 0, 0
     if try('ZREMRANGEBYSCORE', key, '0', text(now - w)) then size = redis.call('ZCARD', key) end
     -- A log of this version holds the marker, at its head; one of an earlier version does not (checked when the marker is added).
@@ -65,11 +49,93 @@ function logAdmitScript(oldest: boolean): string {
     fresh[i] = size == 0
     local idx = c + cost - max - 1
     local s = now
-    if idx < c and (idx >= 0 ${oldest ? 'or c > 0' : ''}) then
+    if idx < c and (idx >= 0 or c > 0) then
       local at = text(idx >= 0 and idx + 1 or 1)
       local r = redis.call('ZRANGE', key, at, at, 'WITHSCORES')
       if r[2] then s = tonumber(r[2]) end
-    end
+    end`
+
+/** The sliding log's work when the marker moved: the TTL, and a log of an earlier version counted again. */
+const LOG_MOVED = `
+        redis.call('PEXPIRE', key, text((p + 2) * w + ${TTL_MARGIN_MS} - now))
+        -- The marker was missing from a log of entries (an earlier version's): it held one entry more than read.
+        local size = sizes[i]
+        if size > 0 and redis.call('ZCARD', key) == size + cost + 1 then
+          out[2 * i - 1] = size
+          if size + cost > lims[lim + 3 * i - 2] then
+            for l = 1, i do
+              for j = 1, cost do redis.call('ZREM', KEYS[k + l], id .. (UNITS[j] or ':' .. j)) end
+            end
+            local at = text(size + cost - lims[lim + 3 * i - 2])
+            local r = redis.call('ZRANGE', key, at, at, 'WITHSCORES')
+            out[2 * i] = r[2] and tonumber(r[2]) or now
+            code = 0
+            break
+          end
+        end`
+
+/**
+ * The concurrency algorithm's reads: the slots held, counted among the live ones (scored after now − W),
+ * which leaves out the marker and the slots of holders that died (older than the window, they leave once
+ * per period: SLOTS_MOVED), so an admission is a count and a ZADD, and a set an earlier version wrote,
+ * without the marker, is counted the same. When the set is full, the time of the slot whose expiry frees
+ * enough room, by its place from the newest (the live slots are the newest).
+ */
+const SLOTS_READS = `
+    local c = try('ZCOUNT', key, above(now - w), '+inf') or 0
+    fresh[i] = false
+    local idx = c + cost - max - 1
+    local s = now
+    if idx >= 0 and idx < c then
+      local at = text(idx - c)
+      local r = redis.call('ZRANGE', key, at, at, 'WITHSCORES')
+      if r[2] then s = tonumber(r[2]) end
+    end`
+
+/**
+ * The concurrency algorithm's work when the marker moved: the TTL, then the slots of holders that died leave.
+ * Its reads do not tell whether the set is new, so nothing is checked before the writes (fresh): when Redis
+ * refuses the PEXPIRE (NOPERM), the call's slots come out again, from every set it was written to, with this
+ * set's marker, so no set is left without a TTL, and the refusal is the script's.
+ */
+const SLOTS_MOVED = `
+        local e = redis.pcall('PEXPIRE', key, text((p + 2) * w + ${TTL_MARGIN_MS} - now))
+        if type(e) == 'table' and e.err then
+          for l = 1, i do
+            for j = 1, cost do redis.call('ZREM', KEYS[k + l], id .. (UNITS[j] or ':' .. j)) end
+          end
+          redis.call('ZREM', key, '~')
+          error(e)
+        end
+        redis.call('ZREMRANGEBYSCORE', key, '0', text(now - w))`
+
+/**
+ * One call of a batch (batchScript) on sorted sets of entries `<call id>:<unit>` scored by time, one per
+ * limit; the concurrency algorithm (`slots`) writes the same, on reads of its own (SLOTS_READS: its window is
+ * a slot's longest hold). The sliding log's entries older than the window leave first (a range removal that
+ * finds none is the cheapest of reads), then the count, then, only when the reply needs it, the time of one
+ * entry: the one whose leaving frees enough room when the log is that full, else the oldest. Only the first
+ * read runs protected (try): a key of another type fails there, this call alone, and the reads after it run
+ * only on a sorted set or on nothing, as plain calls (a protected call and its check cost about as much as a
+ * small command). Every read replies a number or one entry: a reply of several entries, or a score, costs
+ * Redis more to format and the script more to read than a command. Exactly once (protocol.ts): an earlier
+ * run of this batch that admitted the call left its entries, so its entries are already there when they are
+ * added again (ZADD adds none: an entry's time is the call's, so it does not move either), or, when the log
+ * is full now, the first is found by ZSCORE; either way nothing is added again and the call is answered
+ * admitted. The writes: a log about to be made is checked for PEXPIRE first (acl_check_cmd, which writes
+ * nothing, as luaHashWrites does; the concurrency algorithm takes its slots out again instead, SLOTS_MOVED),
+ * then one ZADD of the entries and the marker (MARK), the first write (refused at maxmemory before anything
+ * is written), then PEXPIRE when the marker moved, so no refusal can leave a log without a TTL. A log an
+ * earlier version wrote has no marker: the admission that adds it finds the log one entry larger than it
+ * read, and takes its entries back if that one entry leaves no room (LOG_MOVED).
+ */
+function logAdmitScript(slots: boolean): string {
+  return batchScript(
+    1,
+    `for i = 1, n do
+    local max, w = lims[lim + 3 * i - 2], lims[lim + 3 * i - 1]
+    local key = KEYS[k + i]
+${slots ? SLOTS_READS : LOG_READS}
     out[2 * i - 1] = c
     out[2 * i] = s
     if c + cost > max then code = 0 end
@@ -104,22 +170,7 @@ function logAdmitScript(oldest: boolean): string {
         break
       end
       if moved == 1 then
-        redis.call('PEXPIRE', key, text((p + 2) * w + ${TTL_MARGIN_MS} - now))
-        -- The marker was missing from a log of entries (an earlier version's): it held one entry more than read.
-        local size = sizes[i]
-        if size > 0 and redis.call('ZCARD', key) == size + cost + 1 then
-          out[2 * i - 1] = size
-          if size + cost > lims[lim + 3 * i - 2] then
-            for l = 1, i do
-              for j = 1, cost do redis.call('ZREM', KEYS[k + l], id .. (UNITS[j] or ':' .. j)) end
-            end
-            local at = text(size + cost - lims[lim + 3 * i - 2])
-            local r = redis.call('ZRANGE', key, at, at, 'WITHSCORES')
-            out[2 * i] = r[2] and tonumber(r[2]) or now
-            code = 0
-            break
-          end
-        end
+${slots ? SLOTS_MOVED : LOG_MOVED}
       end
     end
   end`,
@@ -127,10 +178,10 @@ function logAdmitScript(oldest: boolean): string {
   )
 }
 
-export const LOG_ADMIT_SCRIPT = logAdmitScript(true)
+export const LOG_ADMIT_SCRIPT = logAdmitScript(false)
 
-/** The concurrency algorithm's admit: the sliding log's, without the oldest entry's time when there is room. */
-export const SLOTS_ADMIT_SCRIPT = logAdmitScript(false)
+/** The concurrency algorithm's admit: the sliding log's writes on its own reads (SLOTS_READS). */
+export const SLOTS_ADMIT_SCRIPT = logAdmitScript(true)
 
 /**
  * Removes exactly the entries the call added, named by its id; the TTL stays. Run twice, the second
