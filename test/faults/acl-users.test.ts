@@ -2,7 +2,8 @@ import { randomUUID } from 'node:crypto'
 import { type AlgorithmName, type Decision, Limiter, type LimiterOptions, RedisStore } from '@tollgate/core'
 import { Redis } from 'ioredis'
 import { createClient, type RedisClientType } from 'redis'
-import { ALGORITHMS as ALL } from '../../packages/core/src/algorithms'
+import { ALGORITHM_NAMES } from '../../packages/core/src/algorithms'
+import { scriptsOf } from '../../packages/core/src/algorithms/scripts'
 import { CHECK_FORMS, commandsOf, diagnosisChecks } from '../../packages/core/src/stores/redis/permissions'
 import { closeNodeRedis, keysWithoutTtl, quitClient } from '../harness/redis'
 import type { RedisServer } from '../harness/redis-server'
@@ -65,7 +66,7 @@ const CLIENTS: Array<[string, (server: RedisServer, user: string) => Promise<App
 
 it('asks acl_check_cmd about every command a script calls with a whole argument list, never a bare name', () => {
   const called = new Set(
-    Object.values(ALL).flatMap((a) => [...commandsOf(a.admitScript), ...commandsOf(a.refundScript), ...commandsOf(a.settleScript)]),
+    ALGORITHM_NAMES.map(scriptsOf).flatMap((a) => [...commandsOf(a.admit), ...commandsOf(a.refund), ...commandsOf(a.settle)]),
   )
   expect([...called].filter((c) => CHECK_FORMS[c] === undefined)).toEqual([])
   const checks = diagnosisChecks([...called], ['tg:{c}:1'])

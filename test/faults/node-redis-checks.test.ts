@@ -3,8 +3,9 @@ import { type AlgorithmName, Limiter, RedisStore } from '@tollgate/core'
 import { Redis } from 'ioredis'
 import { createClient, type RedisClientType } from 'redis'
 import { createClient as createClient6 } from 'redis6'
-import { ALGORITHMS as ALL } from '../../packages/core/src/algorithms'
+import { ALGORITHM_NAMES } from '../../packages/core/src/algorithms'
 import { refundBatchScript } from '../../packages/core/src/algorithms/correction-batch'
+import { scriptsOf } from '../../packages/core/src/algorithms/scripts'
 import { closeNodeRedis, newNodeRedisClient, quitClient, testPrefix } from '../harness/redis'
 import { type RedisServer, startRedisServer } from '../harness/redis-server'
 import { sleep } from '../support/time'
@@ -15,7 +16,7 @@ import { sleep } from '../support/time'
 // connected. A server of this file's own: SCRIPT FLUSH, ACL users and CONFIG SET touch nobody else.
 
 const sha = (lua: string) => createHash('sha1').update(lua).digest('hex')
-const SHAS = Object.values(ALL).flatMap((a) => [sha(a.admitScript), sha(refundBatchScript(a))])
+const SHAS = ALGORITHM_NAMES.map(scriptsOf).flatMap((a) => [sha(a.admit), sha(refundBatchScript(a))])
 
 let redis: RedisServer
 let admin: Redis
@@ -87,7 +88,7 @@ it.each<AlgorithmName>(['sliding-window', 'gcra', 'sliding-log'])(
       ['store', true],
       ['store', false],
     ])
-    expect(((await admin.script('EXISTS', sha(ALL[algorithm].admitScript))) as number[])[0]).toBe(1)
+    expect(((await admin.script('EXISTS', sha(scriptsOf(algorithm).admit))) as number[])[0]).toBe(1)
   },
 )
 

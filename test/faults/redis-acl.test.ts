@@ -1,8 +1,9 @@
 import { createHash } from 'node:crypto'
 import { type AlgorithmName, type Decision, Limiter, type LimiterOptions, RedisStore } from '@tollgate/core'
 import { Redis } from 'ioredis'
-import { ALGORITHMS as ALL } from '../../packages/core/src/algorithms'
+import { ALGORITHM_NAMES } from '../../packages/core/src/algorithms'
 import { refundBatchScript } from '../../packages/core/src/algorithms/correction-batch'
+import { scriptsOf } from '../../packages/core/src/algorithms/scripts'
 import { keysWithoutTtl, quitClient, testPrefix } from '../harness/redis'
 import type { RedisServer } from '../harness/redis-server'
 import { startTestServer, testServers } from '../harness/servers'
@@ -143,7 +144,7 @@ describe.each(testServers())('on $name', (server) => {
       const c = new Redis(fresh.url)
       const probe = new Redis(fresh.url)
       try {
-        const shas = Object.values(ALL).flatMap((a) => [sha(a.admitScript), sha(refundBatchScript(a))])
+        const shas = ALGORITHM_NAMES.map(scriptsOf).flatMap((a) => [sha(a.admit), sha(refundBatchScript(a))])
         expect(await probe.script('EXISTS', ...shas)).toEqual(shas.map(() => 0))
         new RedisStore({ client: c })
         await c.ping() // the store's SCRIPT LOADs were queued ahead of this
@@ -167,7 +168,7 @@ describe.each(testServers())('on $name', (server) => {
         let loaded = 0
         for (let i = 0; i < 50 && loaded === 0; i++) {
           await sleep(10)
-          loaded = ((await probe.script('EXISTS', sha(ALL.gcra.admitScript))) as number[])[0]!
+          loaded = ((await probe.script('EXISTS', sha(scriptsOf('gcra').admit))) as number[])[0]!
         }
         expect(loaded).toBe(1)
       } finally {

@@ -52,12 +52,12 @@ const kb = (bytes: number) => `${(bytes / 1024).toFixed(1)} KB`
 /**
  * The issue's budget for @tollgate/web on the memory store, minified and gzipped. Not met: the limiter
  * carries every algorithm's memory twin and every feature its options can turn on (waiting, leasing,
- * lockouts, lists), chosen by option at run time, so no bundler can drop them; and each algorithm's Lua
- * rides along in the same object as its memory twin. The ceiling below keeps the size from growing
- * while that is reworked.
+ * lockouts, lists), chosen by option at run time, so no bundler can drop them. (The algorithms' Lua is
+ * built only by RedisStore, algorithms/scripts.ts, and is not in it.) The ceiling below keeps the size
+ * from growing while that is reworked.
  */
 const BUDGET = 20 * 1024
-const CEILING = 36 * 1024
+const CEILING = 31 * 1024
 
 describe('core bundled for the browser platform', () => {
   const core = join(distDir('@tollgate/core'), 'index.js')
@@ -98,9 +98,10 @@ describe('@tollgate/web bundled for the browser platform', () => {
     console.log(`@tollgate/web, withRateLimit on the memory store: ${kb(worker.minified)} minified, ${kb(worker.gzipped)} gzipped`)
   })
 
-  it('imports no Node built-in', () => {
+  it('imports no Node built-in, and carries no Lua', () => {
     expect(nodeImports(worker.metafile)).toEqual([])
     expect(worker.text).not.toMatch(REDIS_STORE)
+    expect(worker.text).not.toMatch(/redis\.p?call\(/)
   })
 
   it('stays under its ceiling, minified and gzipped', () => {

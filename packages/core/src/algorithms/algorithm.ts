@@ -4,6 +4,25 @@ import type { MemoryTwin, Verdict } from './protocol'
 import type { Windows } from './windows'
 
 /**
+ * An algorithm's Lua, for a store that runs scripts (RedisStore, through scripts.ts). Each algorithm's file
+ * builds it in a function of its own, which nothing on the memory store's path calls: a bundle of an app on
+ * the memory store (a Worker, an edge function) then carries none of it.
+ */
+export interface AlgorithmScripts {
+  /** The admit, as the calling convention in protocol.ts. */
+  readonly admit: string
+  /** The refund: the same KEYS (or `refundKeys`) and ARGV as the admit it undoes. */
+  readonly refund: string
+  /**
+   * The refunds' batch, when the algorithm has one of its own (refundBatchScript in correction-batch.ts): a
+   * refund by call id, which takes per call only its limits' keys and the arguments [cost, id].
+   */
+  readonly refundBatch?: string
+  /** The settle: see "Settle" in protocol.ts. */
+  readonly settle: string
+}
+
+/**
  * What one counting algorithm is, in one file each (fixed-window.ts, sliding-window.ts, gcra.ts,
  * sliding-log.ts, concurrency.ts): see protocol.ts for the calling convention its scripts and memory twin share.
  */
@@ -43,21 +62,10 @@ export interface Algorithm {
    * the script sends them in another form (GCRA's TATs, as integers relative to the call's time).
    */
   fromScript?(call: StoreCall, values: number[]): void
-  /** Lua of `admit`, as the calling convention above. */
-  readonly admitScript: string
   /** Appends limit `i`'s keys of a refund, when they are not `keys` (the sliding window's: its window's and the next). */
   refundKeys?(call: StoreCall, i: number, out: string[]): void
-  /** Lua of `refund`: the same KEYS (or `refundKeys`) and ARGV as the admit it undoes. */
-  readonly refundScript: string
-  /**
-   * The refunds' batch, when the algorithm has one of its own (refundBatchScript in correction-batch.ts): a
-   * refund by call id, which takes per call only its limits' keys and the arguments [cost, id].
-   */
-  readonly refundBatchScript?: string
   /** Appends limit `i`'s keys of a settle, in the order its settle script takes them. */
   settleKeys(call: StoreCall, i: number, out: string[]): void
-  /** Lua of `settle`: see "Settle" in protocol.ts. */
-  readonly settleScript: string
   /** The memory twin, created once per MemoryStore; the window algorithms share `windows`. */
   memory(windows: Windows): MemoryTwin
   /**

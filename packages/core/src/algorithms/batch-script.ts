@@ -23,7 +23,7 @@ export const MAX_BATCH_SEQUENCE = 2 ** 32
  * doubles, exact below 2^53. After the sequence starts again (MAX_BATCH_SEQUENCE), a key's older record
  * reads as "not seen" until the key expires: counted, as before calls were recorded.
  */
-export const LUA_SEEN = `
+export const LUA_SEEN = (): string => `
 local function seen(rec)
   rec = tonumber(rec)
   if not rec then return false end
@@ -91,7 +91,7 @@ local function hread(key, ...)
 end`
     : ''
   return `local inst, seq = ARGV[1], tonumber(ARGV[2])
-${body.includes('seen(') || body.includes('marked(') ? LUA_SEEN : ''}${body.includes('text(') || prelude.includes('text(') ? LUA_TEXT : ''}
+${body.includes('seen(') || body.includes('marked(') ? LUA_SEEN() : ''}${body.includes('text(') || prelude.includes('text(') ? LUA_TEXT : ''}
 local failed
 local function try(...)
   local r = redis.pcall(...)

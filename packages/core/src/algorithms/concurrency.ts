@@ -1,7 +1,6 @@
 import type { LimitSpec } from '../types'
 import type { Algorithm } from './algorithm'
 import { type MemoryTwin, oneKeyPerLimit, type Verdict } from './protocol'
-import { LOG_REFUND_BATCH_SCRIPT, LOG_REFUND_SCRIPT, SLOTS_ADMIT_SCRIPT } from './sliding-log'
 import { addEntry, removeAt, TimeLogs } from './time-log'
 import type { Windows } from './windows'
 
@@ -74,12 +73,8 @@ export const concurrency: Algorithm = {
   refundsByCallId: true,
   releases: true,
   keys: oneKeyPerLimit('slots'),
-  admitScript: SLOTS_ADMIT_SCRIPT,
   // A slot is held or free, whatever the units: a settle moves nothing (the limiter refuses actualCost).
   settleKeys: oneKeyPerLimit('slots'),
-  settleScript: 'return ARGV[3]',
-  refundScript: LOG_REFUND_SCRIPT,
-  refundBatchScript: LOG_REFUND_BATCH_SCRIPT,
   memory,
   verdict,
   unavailable(limit, now, allow, values) {

@@ -1,4 +1,4 @@
-import type { Algorithm } from './algorithm'
+import type { AlgorithmScripts } from './algorithm'
 
 /*
  * Refunds and settles of one turn, several in one script run. A concurrency slot's release is a refund,
@@ -42,8 +42,8 @@ return out`
 }
 
 /** The script of an algorithm's refund batch: its own, or its refund script in the batch form. */
-export function refundBatchScript(algorithm: Pick<Algorithm, 'refundScript' | 'refundBatchScript'>): string {
-  return algorithm.refundBatchScript ?? correctionBatchScript(algorithm.refundScript)
+export function refundBatchScript(scripts: Pick<AlgorithmScripts, 'refund' | 'refundBatch'>): string {
+  return scripts.refundBatch ?? correctionBatchScript(scripts.refund)
 }
 
 /** ARGV of a correction batch: the calls' argument lists, each after its number of keys and of arguments. */

@@ -28,7 +28,7 @@ end`
  * Lua run for each limit after that (the sliding window's).
  */
 export function counterRefundScript(step: number, more = ''): string {
-  return `${LUA_REFUND_HEAD}${LUA_COUNTER}
+  return `${LUA_REFUND_HEAD()}${LUA_COUNTER}
 for i = 1, n / ${step} do
   local key = KEYS[(i - 1) * ${step} + 1]
   local c, hash = countOf(key)
@@ -45,7 +45,7 @@ return ARGV[3]`
  * the settle's time is in that window and the next window's key does not exist.
  */
 export function counterSettleScript(windowsAhead: number): string {
-  return `${LUA_SETTLE_HEAD}${LUA_COUNTER}
+  return `${LUA_SETTLE_HEAD()}${LUA_COUNTER}
 for i = 1, n / 2 do
   local w = tonumber(ARGV[3 * i + 2])
   local key = KEYS[2 * i - 1]

@@ -4,7 +4,7 @@ import { decide } from './decision'
 import { aheadOf, turn } from './lease-slice'
 
 /*
- * The fixed window's lease (its script: LEASE_FIXED_SCRIPT in leases.ts): a slice holds units of one
+ * The fixed window's lease (its script: leaseFixedScript in leases.ts): a slice holds units of one
  * window, which lapse with it. Near a window's end the next window's slice is asked for ahead, so a busy
  * key starts the new window with units in hand. Units the fallback admits during an outage are counted
  * off the book and go into the window's count at the next grant.

@@ -1,6 +1,6 @@
 import { stem, windowIndex } from '../keys'
 import type { LimitSpec, StoreCall } from '../types'
-import type { Algorithm } from './algorithm'
+import type { Algorithm, AlgorithmScripts } from './algorithm'
 import { batchScript, LUA_REPLAYED, luaHashWrites } from './batch-script'
 import { counterRefundScript, counterSettleKeys, counterSettleScript } from './counter-scripts'
 import { fixedWindowLease } from './fixed-window-lease'
@@ -18,7 +18,7 @@ import { counterUnavailable, countIn, type Windows, windowTwin } from './windows
  *   a concurrent burst cannot slip past the limit the way GET-then-INCR lets it. That is the classic
  *   Redis pattern; it also makes "over the limit" permanent for the rest of the window, which is what
  *   lets the limiter answer a client already over it without a round trip (the over-limit cache).
- * - the script path, several limits at once (FIXED_WINDOW_SCRIPT): all-or-nothing, so a request that
+ * - the script path, several limits at once (fixedWindowAdmitScript): all-or-nothing, so a request that
  *   one limit refuses is counted by none, refusing limit included.
  * Either way the decision is `count ≤ max` on the count the store returned. `peek` reports the same for
  * both (units used, at most max), see limiter/counting.ts.
@@ -112,9 +112,10 @@ export function fixedWindowTtl(windowMs: number, now: number): number {
  * the count read plus the cost (the script is atomic), written with HSET (luaHashWrites). A key of the
  * transaction path (one limit's, which `peek` reads here) is a plain counter, read and counted as one.
  */
-const FIXED_WINDOW_SCRIPT = batchScript(
-  1,
-  `for i = 1, n do
+function fixedWindowAdmitScript(): string {
+  return batchScript(
+    1,
+    `for i = 1, n do
     local w = lims[lim + 3 * i - 1]
     local v
     recs[i], plains[i], v = hread(KEYS[k + i], 'n')
@@ -131,7 +132,13 @@ const FIXED_WINDOW_SCRIPT = batchScript(
     for i = 1, n do out[2 * i] = out[2 * i - 1] + cost end
   end
   ${luaHashWrites('fresh[i]', 1, 'count')}`,
-)
+  )
+}
+
+/** The fixed window's Lua (scripts.ts): built only when a RedisStore asks, so an app on the memory store carries none. */
+export function fixedWindowScripts(): AlgorithmScripts {
+  return { admit: fixedWindowAdmitScript(), settle: counterSettleScript(1), refund: counterRefundScript(1) }
+}
 
 function memory(windows: Windows): MemoryTwin {
   return windowTwin(
@@ -180,10 +187,7 @@ export const fixedWindow: Algorithm = {
     // With a window as short as the TTL margin, the one before the previous lives on too.
     out.push(`${stem(call, i)}:${w}`, `${stem(call, i)}:${w - 1}`, `${stem(call, i)}:${w - 2}`)
   },
-  admitScript: FIXED_WINDOW_SCRIPT,
   settleKeys: counterSettleKeys,
-  settleScript: counterSettleScript(1),
-  refundScript: counterRefundScript(1),
   memory,
   verdict,
   unavailable: counterUnavailable,

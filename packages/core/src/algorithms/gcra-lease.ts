@@ -3,7 +3,7 @@ import { decide } from './decision'
 import type { Slice } from './lease-slice'
 
 /*
- * GCRA's lease (its script: LEASE_GCRA_SCRIPT in leases.ts): a grant moves the key's TAT on by the units
+ * GCRA's lease (its script: leaseGcraScript in leases.ts): a grant moves the key's TAT on by the units
  * it carries, so its units stand for time and lapse once that time has passed; they are given back (the
  * TAT moves back) at the next grant. The process is a lessee while its marker may still exist, one
  * window after its last grant. Its decisions are GCRA's verdict on the TAT this process's view implies.

@@ -1,5 +1,5 @@
 import type { LimitSpec } from '../types'
-import type { Algorithm } from './algorithm'
+import type { Algorithm, AlgorithmScripts } from './algorithm'
 import { batchScript, LUA_REPLAYED, luaHashWrites } from './batch-script'
 import { gcraLease } from './gcra-lease'
 import { gcraMemory } from './gcra-memory'
@@ -39,9 +39,10 @@ end`
  * A TAT written as text ("ms:rem", or "ms" from before the remainder was kept), as earlier versions did,
  * is read as well (LUA_TAT_TEXT).
  */
-const GCRA_SCRIPT = batchScript(
-  1,
-  `for i = 1, n do
+function gcraAdmitScript(): string {
+  return batchScript(
+    1,
+    `for i = 1, n do
     local max = lims[lim + 3 * i - 2]
     local w = lims[lim + 3 * i - 1]
     local burst = lims[lim + 3 * i]
@@ -78,11 +79,12 @@ const GCRA_SCRIPT = batchScript(
   end
   ${LUA_REPLAYED}
   ${luaHashWrites('ttls[i]', 1, 'replace', 3)}`,
-  LUA_TAT_TEXT,
-)
+    LUA_TAT_TEXT,
+  )
+}
 
-/** The TAT of a GCRA key in Lua, for refunds, settles and leases (nil when there is none), and its writer (`e` 0: see GCRA_SCRIPT). */
-export const LUA_TAT = `${LUA_TAT_TEXT}
+/** The TAT of a GCRA key in Lua, for refunds, settles and leases (nil when there is none), and its writer (`e` 0: see gcraAdmitScript). */
+export const LUA_TAT = (): string => `${LUA_TAT_TEXT}
 local function tatOf(key)
   local v = redis.call('HMGET', key, 't', 'r')
   if not v[1] then return nil end
@@ -93,7 +95,7 @@ local function setTat(key, ms, rem)
 end`
 
 /** Back by cost × T, exactly, in the "<ms>:<rem>" form, once per call; the key goes when the bucket is full again. HSET keeps its TTL. */
-const GCRA_REFUND_SCRIPT = `${LUA_REFUND_HEAD}${LUA_TAT}
+const GCRA_REFUND_SCRIPT = (): string => `${LUA_REFUND_HEAD()}${LUA_TAT()}
 for i = 1, n do
   local max = tonumber(ARGV[3 * i + 1])
   local ms, rem = tatOf(KEYS[i])
@@ -119,7 +121,7 @@ return ARGV[3]`
  * moved on is written with its TTL (until the bucket is full again); one still at or before the settle's
  * time is left alone.
  */
-const GCRA_SETTLE_SCRIPT = `${LUA_SETTLE_HEAD}${LUA_TAT}
+const GCRA_SETTLE_SCRIPT = (): string => `${LUA_SETTLE_HEAD()}${LUA_TAT()}
 for i = 1, n do
   local max = tonumber(ARGV[3 * i + 1])
   local w = tonumber(ARGV[3 * i + 2])
@@ -183,11 +185,16 @@ function verdict(out: Verdict, limit: LimitSpec, a: number, _b: number, cost: nu
   out.count = burst - out.remaining
 }
 
+/** GCRA's Lua (scripts.ts): built only when a RedisStore asks, so an app on the memory store carries none. */
+export function gcraScripts(): AlgorithmScripts {
+  return { admit: gcraAdmitScript(), refund: GCRA_REFUND_SCRIPT(), settle: GCRA_SETTLE_SCRIPT() }
+}
+
 export const gcra: Algorithm = {
   name: 'gcra',
   lease: gcraLease,
   fromScript(call, values) {
-    // The script's distances from now, in units of 1/max ms (GCRA_SCRIPT), back to TATs in ms.
+    // The script's distances from now, in units of 1/max ms (gcraAdmitScript), back to TATs in ms.
     for (let i = 0; i < call.limits.length; i++) {
       const { max } = call.limits[i]!
       values[2 * i] = max > 0 ? call.now + values[2 * i]! / max : call.now
@@ -197,10 +204,7 @@ export const gcra: Algorithm = {
   burst: true,
   refundsByCallId: false,
   keys: oneKeyPerLimit('gcra'),
-  admitScript: GCRA_SCRIPT,
-  refundScript: GCRA_REFUND_SCRIPT,
   settleKeys: oneKeyPerLimit('gcra'),
-  settleScript: GCRA_SETTLE_SCRIPT,
   memory: gcraMemory,
   verdict,
   unavailable(limit, now, allow, values) {

@@ -13,7 +13,7 @@ import { TTL_MARGIN_MS } from './protocol'
  *   processes that count without leasing: a grant is counted there like an INCRBY of its size;
  * - `<key>:lessees`, how many processes hold a lease on the key;
  * - `<key>:lessee:<owner>`, this process's marker. A grant made while the process believes it holds
- *   one, and finds it gone, means Redis lost its data (a restart, a flush): see LEASE_FIXED_SCRIPT.
+ *   one, and finds it gone, means Redis lost its data (a restart, a flush): see leaseFixedScript.
  *
  * Only GET, SET, INCRBY, DECRBY, PEXPIRE, DEL and, for GCRA's TAT, HMGET and HSET run inside the scripts, so the least-privilege ACL
  * user the README documents can run them.
@@ -85,7 +85,8 @@ end`
  * count instead of a GET and an INCRBY. The count's TTL is set when the count was 0 (the INCRBY may have
  * made the key; whoever made it before set the same one). Reply: {granted, left after, lessees, restarted, 0}.
  */
-export const LEASE_FIXED_SCRIPT = `${luaLessee(false)}
+export function leaseFixedScript(): string {
+  return `${luaLessee(false)}
 if restarted == 1 then adjust = adjust + held end
 if restarted > 0 then restarted = 1 end
 if adjust > 0 then
@@ -105,6 +106,7 @@ else
 end
 if left < 0 then left = 0 end
 return {granted, left, lessees, restarted, 0}`
+}
 
 /**
  * GCRA. KEYS: the TAT (fields `t` and `r`, as gcra.ts keeps it), the lessee counter, the marker. ARGV: leaseArgs.
@@ -113,7 +115,8 @@ return {granted, left, lessees, restarted, 0}`
  * fixed window, and moves the TAT on by granted × W / max, exactly, with its TTL. After a loss nothing
  * is granted. Reply: {granted, units left after, lessees, restarted, ms until a unit fits}.
  */
-export const LEASE_GCRA_SCRIPT = `${luaLessee(true)}${LUA_TAT}
+export function leaseGcraScript(): string {
+  return `${luaLessee(true)}${LUA_TAT()}
 local now, w, burst = tonumber(ARGV[7]), tonumber(ARGV[8]), tonumber(ARGV[9])
 local ms, rem = now, 0
 local sm, sr = tatOf(KEYS[1])
@@ -146,6 +149,7 @@ if ms > now or rem > 0 then
   if fresh then redis.call('PEXPIRE', KEYS[1], keep) end
 end
 return {granted, fit, lessees, restarted, waitMs}`
+}
 
 /**
  * Gives back `ARGV[1]` unspent units and ends the lease. KEYS and the other ARGV as the lease scripts.
@@ -153,7 +157,7 @@ return {granted, fit, lessees, restarted, waitMs}`
  * count that no longer holds them would let others pass `max`. Fixed window: DECRBY, never below 0.
  * GCRA: the TAT moves back by the units (a refund). Then the lessee counter goes down and the marker goes.
  */
-export const LEASE_RETURN_SCRIPT = `${LUA_TAT}
+export const LEASE_RETURN_SCRIPT = (): string => `${LUA_TAT()}
 if not redis.call('GET', KEYS[3]) then return 0 end
 local back, gcra = tonumber(ARGV[1]), ARGV[2] == 'gcra'
 if back > 0 and not gcra then

@@ -5,8 +5,9 @@ import type { StoreCall } from '../types'
  * What the algorithms share. Each algorithm, in one file (fixed-window.ts, sliding-window.ts, gcra.ts,
  * sliding-log.ts, concurrency.ts), holds its store keys, its memory twin, its Lua twin with the same
  * arithmetic, its refund, the mapping from the store's numbers to a verdict, and the numbers it reports
- * when the store is unavailable (the Algorithm interface, algorithm.ts). Adding an algorithm means
- * adding one file and one line in index.ts.
+ * when the store is unavailable (the Algorithm interface, algorithm.ts). Its Lua is built by a function
+ * of its own, which only scripts.ts calls, for RedisStore: an app on the memory store carries none. Adding
+ * an algorithm means adding one file and one line each in index.ts and scripts.ts.
  *
  * The admit protocol (types.ts, StoreCall/StoreResult) is shared by every algorithm. One script call
  * decides a batch of calls, in order (the store sends one per event-loop turn, batchScript below):
@@ -110,7 +111,7 @@ export function callRecordKey(call: StoreCall, op: 'refund' | 'settle'): string 
  * The first lines of a refund script: a refund already run for this call id (its record exists) returns
  * at once, so a refund sent again does not refund twice.
  */
-export const LUA_REFUND_HEAD = `
+export const LUA_REFUND_HEAD = (): string => `
 local cost = tonumber(ARGV[1])
 local now = tonumber(ARGV[2])
 local n = #KEYS - 1
@@ -141,7 +142,7 @@ export function oneKeyPerLimit(suffix: string): (call: StoreCall, i: number, out
  */
 
 /** The first lines of a settle script: `delta` is what moves; a settle already run for this call id returns at once. */
-export const LUA_SETTLE_HEAD = `
+export const LUA_SETTLE_HEAD = (): string => `
 local cost = tonumber(ARGV[1])
 local now = tonumber(ARGV[2])
 local n = #KEYS - 1

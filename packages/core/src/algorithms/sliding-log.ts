@@ -1,5 +1,5 @@
 import type { LimitSpec } from '../types'
-import type { Algorithm } from './algorithm'
+import type { Algorithm, AlgorithmScripts } from './algorithm'
 import { batchScript } from './batch-script'
 import { type MemoryTwin, oneKeyPerLimit, TTL_MARGIN_MS, type Verdict } from './protocol'
 import { addEntry, removeMember, TimeLogs } from './time-log'
@@ -56,7 +56,7 @@ const LOG_READS = `
     end`
 
 /** The sliding log's work when the marker moved: the TTL, and a log of an earlier version counted again. */
-const LOG_MOVED = `
+const LOG_MOVED = (): string => `
         redis.call('PEXPIRE', key, text((p + 2) * w + ${TTL_MARGIN_MS} - now))
         -- The marker was missing from a log of entries (an earlier version's): it held one entry more than read.
         local size = sizes[i]
@@ -98,7 +98,7 @@ const SLOTS_READS = `
  * refuses the PEXPIRE (NOPERM), the call's slots come out again, from every set it was written to, with this
  * set's marker, so no set is left without a TTL, and the refusal is the script's.
  */
-const SLOTS_MOVED = `
+const SLOTS_MOVED = (): string => `
         local e = redis.pcall('PEXPIRE', key, text((p + 2) * w + ${TTL_MARGIN_MS} - now))
         if type(e) == 'table' and e.err then
           for l = 1, i do
@@ -170,7 +170,7 @@ ${slots ? SLOTS_READS : LOG_READS}
         break
       end
       if moved == 1 then
-${slots ? SLOTS_MOVED : LOG_MOVED}
+${slots ? SLOTS_MOVED() : LOG_MOVED()}
       end
     end
   end`,
@@ -178,17 +178,28 @@ ${slots ? SLOTS_MOVED : LOG_MOVED}
   )
 }
 
-export const LOG_ADMIT_SCRIPT = logAdmitScript(false)
+/** The sliding log's Lua (scripts.ts): built only when a RedisStore asks, so an app on the memory store carries none. */
+export function slidingLogScripts(): AlgorithmScripts {
+  return {
+    admit: logAdmitScript(false),
+    refund: LOG_REFUND_SCRIPT(),
+    refundBatch: LOG_REFUND_BATCH_SCRIPT(),
+    settle: slidingLogSettleScript(),
+  }
+}
 
-/** The concurrency algorithm's admit: the sliding log's writes on its own reads (SLOTS_READS). */
-export const SLOTS_ADMIT_SCRIPT = logAdmitScript(true)
+/** The concurrency algorithm's Lua: the sliding log's writes on its own reads (SLOTS_READS), its removals, no settle. */
+export function concurrencyScripts(): AlgorithmScripts {
+  // A slot is held or free, whatever the units: a settle moves nothing (the limiter refuses actualCost).
+  return { admit: logAdmitScript(true), refund: LOG_REFUND_SCRIPT(), refundBatch: LOG_REFUND_BATCH_SCRIPT(), settle: 'return ARGV[3]' }
+}
 
 /**
  * Removes exactly the entries the call added, named by its id; the TTL stays. Run twice, the second
  * run finds nothing of the call's to remove, so this refund needs no record of its call (its key, the
  * last of KEYS, stays unwritten).
  */
-export const LOG_REFUND_SCRIPT = `
+const LOG_REFUND_SCRIPT = (): string => `
 local cost = tonumber(ARGV[1])
 for i = 1, #KEYS - 1 do
   for j = 1, cost do redis.call('ZREM', KEYS[i], ARGV[3] .. (j == 1 and ':1' or ':' .. j)) end
@@ -203,7 +214,7 @@ return ARGV[3]`
  * pcall, it cost Redis more than the admit it undoes. A key of another type fails its call alone
  * (WRONGTYPE, the keys after it left as they are); any other error is the batch's.
  */
-export const LOG_REFUND_BATCH_SCRIPT = `
+const LOG_REFUND_BATCH_SCRIPT = (): string => `
 local out, k, a = {}, 0, 1
 for c = 1, tonumber(ARGV[1]) do
   local nk, na = tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2])
@@ -233,7 +244,8 @@ return out`
  * marker and a TTL two windows ahead. Entries are named by the call id, so a settle sent twice adds or
  * removes nothing more: no record is needed (its key, the last of KEYS, stays unwritten).
  */
-const SLIDING_LOG_SETTLE_SCRIPT = `
+function slidingLogSettleScript(): string {
+  return `
 local cost = tonumber(ARGV[1])
 local now = tonumber(ARGV[2])
 local actual = tonumber(ARGV[#ARGV - 1])
@@ -254,6 +266,7 @@ for i = 1, #KEYS - 1 do
   end
 end
 return ARGV[3]`
+}
 
 function memory(windows: Windows): MemoryTwin {
   const logs = new TimeLogs(windows)
@@ -290,11 +303,7 @@ export const slidingLog: Algorithm = {
   burst: false,
   refundsByCallId: true,
   keys: oneKeyPerLimit('log'),
-  admitScript: LOG_ADMIT_SCRIPT,
-  refundScript: LOG_REFUND_SCRIPT,
-  refundBatchScript: LOG_REFUND_BATCH_SCRIPT,
   settleKeys: oneKeyPerLimit('log'),
-  settleScript: SLIDING_LOG_SETTLE_SCRIPT,
   memory,
   verdict,
   unavailable(limit, now, allow, values) {

@@ -1,6 +1,6 @@
 import { stem, windowIndex } from '../keys'
 import type { LimitSpec, StoreCall } from '../types'
-import type { Algorithm } from './algorithm'
+import type { Algorithm, AlgorithmScripts } from './algorithm'
 import { batchScript, LUA_REPLAYED, luaHashWrites } from './batch-script'
 import { counterRefundScript, counterSettleKeys, counterSettleScript } from './counter-scripts'
 import { type MemoryTwin, TTL_MARGIN_MS, type Verdict } from './protocol'
@@ -11,7 +11,7 @@ import { counterUnavailable, countIn, type Windows, windowTwin } from './windows
  * it still overlaps the sliding window, plus the current count, must stay ≤ max. Compared in
  * integers: prev × (W − e) + cur × W ≤ max × W, where e is the time into the current window.
  * Keys per limit: `<stem>:<window index>` (current) and `<stem>:<window index − 1>` (previous); an admit
- * names only the current one (SLIDING_WINDOW_SCRIPT).
+ * names only the current one (slidingWindowAdmitScript).
  * The store's numbers per limit: [previous window's count, current window's count before].
  */
 
@@ -37,9 +37,10 @@ const DROP_OLDER = `
         if s then redis.call('DEL', s .. ':' .. string.format('%d', tonumber(x) - 2)) end
       end`
 
-const SLIDING_WINDOW_SCRIPT = batchScript(
-  1,
-  `for i = 1, n do
+function slidingWindowAdmitScript(): string {
+  return batchScript(
+    1,
+    `for i = 1, n do
     local max, w = lims[lim + 3 * i - 2], lims[lim + 3 * i - 1]
     local e = now - math.floor(now / w) * w
     local v
@@ -64,22 +65,30 @@ const SLIDING_WINDOW_SCRIPT = batchScript(
   end
   ${LUA_REPLAYED}
   ${luaHashWrites('fresh[i]', 1, 'replace', 2, DROP_OLDER)}`,
-)
+  )
+}
 
 /**
  * The refund (KEYS per limit: the call's window's key, the next window's): the cost comes off the
  * call's window's count, as counterRefundScript takes it, and off the previous count the next window's
  * key keeps (`p`) when that key exists already, so the next window reads what the memory twin reads.
  */
-const SLIDING_WINDOW_REFUND_SCRIPT = counterRefundScript(
-  2,
-  `
+function slidingWindowRefundScript(): string {
+  return counterRefundScript(
+    2,
+    `
   local next = KEYS[2 * i]
   if redis.call('TYPE', next).ok == 'hash' then
     local p = tonumber(redis.call('HGET', next, 'p') or '0')
     if p > 0 then redis.call('HINCRBY', next, 'p', -math.min(p, cost)) end
   end`,
-)
+  )
+}
+
+/** The sliding window's Lua (scripts.ts): built only when a RedisStore asks, so an app on the memory store carries none. */
+export function slidingWindowScripts(): AlgorithmScripts {
+  return { admit: slidingWindowAdmitScript(), settle: counterSettleScript(2), refund: slidingWindowRefundScript() }
+}
 
 function memory(windows: Windows): MemoryTwin {
   return windowTwin(
@@ -146,10 +155,7 @@ export const slidingWindow: Algorithm = {
     const w = windowIndex(call.now, call.limits[i]!.windowMs)
     out.push(`${s}:${w}`, `${s}:${w - 1}`, `${s}:${w - 2}`)
   },
-  admitScript: SLIDING_WINDOW_SCRIPT,
   settleKeys: counterSettleKeys,
-  settleScript: counterSettleScript(2),
-  refundScript: SLIDING_WINDOW_REFUND_SCRIPT,
   memory,
   verdict,
   unavailable: counterUnavailable,

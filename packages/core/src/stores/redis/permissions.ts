@@ -1,5 +1,6 @@
-import { ALGORITHM_NAMES, ALGORITHMS } from '../../algorithms'
+import { ALGORITHM_NAMES } from '../../algorithms'
 import { correctionBatchScript, refundBatchScript } from '../../algorithms/correction-batch'
+import { scriptsOf } from '../../algorithms/scripts'
 import { describeValue } from '../../errors'
 import { hex, sha1 } from '../../hashes'
 import type { AlgorithmName } from '../../types'
@@ -17,9 +18,9 @@ import type { AlgorithmName } from '../../types'
 /** Every script the store runs: each algorithm's admit, refund and settle. */
 export function scripts(): string[] {
   return ALGORITHM_NAMES.flatMap((name) => [
-    ALGORITHMS[name].admitScript,
-    refundBatchScript(ALGORITHMS[name]),
-    correctionBatchScript(ALGORITHMS[name].settleScript),
+    scriptsOf(name).admit,
+    refundBatchScript(scriptsOf(name)),
+    correctionBatchScript(scriptsOf(name).settle),
   ])
 }
 
@@ -30,7 +31,8 @@ export function commandsOf(lua: string): string[] {
 
 /**
  * The commands each algorithm needs, read from its Lua, plus the script and fast-path commands
- * around it: DEL for `forget`, MULTI/INCRBY/PEXPIRE/EXEC for the fixed window's fast path.
+ * around it: DEL for `forget`, MULTI/INCRBY/PEXPIRE/EXEC for the fixed window's fast path, MULTI/EXEC
+ * for the sorted sets' removals.
  */
 export function commandsByAlgorithm(): Map<string, AlgorithmName[]> {
   const users = new Map<string, AlgorithmName[]>()
@@ -40,11 +42,13 @@ export function commandsByAlgorithm(): Map<string, AlgorithmName[]> {
     users.set(command, list)
   }
   for (const name of ALGORITHM_NAMES) {
-    const { admitScript, refundScript, settleScript } = ALGORITHMS[name]
-    for (const command of commandsOf(`${admitScript}${refundScript}${settleScript}`)) add(command, name)
+    const { admit, refund, settle } = scriptsOf(name)
+    for (const command of commandsOf(`${admit}${refund}${settle}`)) add(command, name)
     for (const command of ['EVAL', 'EVALSHA', 'DEL']) add(command, name)
   }
   for (const command of ['MULTI', 'INCRBY', 'PEXPIRE', 'EXEC']) add(command, 'fixed-window')
+  // The removals by call id (releases, refunds) go in a transaction (removals.ts).
+  for (const name of ['sliding-log', 'concurrency'] as const) for (const command of ['MULTI', 'EXEC']) add(command, name)
   return users
 }
 

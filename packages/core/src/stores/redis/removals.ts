@@ -1,5 +1,5 @@
-import { ALGORITHMS } from '../../algorithms'
 import type { RedisTransactionLike } from '../../algorithms/fixed-window'
+import { scriptsOf } from '../../algorithms/scripts'
 import type { AlgorithmName } from '../../types'
 import type { Correction } from './correction-batcher'
 import type { RedisClientLike } from './store-client'
@@ -29,7 +29,7 @@ export function removalTransaction(
   algorithm: AlgorithmName,
   cluster: boolean,
 ): Removals | undefined {
-  if (op !== 'refund' || cluster || ALGORITHMS[algorithm].refundBatchScript === undefined) return undefined
+  if (op !== 'refund' || cluster || scriptsOf(algorithm).refundBatch === undefined) return undefined
   const tx = client.multi()
   return typeof tx.zrem === 'function' ? (tx as Removals) : undefined
 }

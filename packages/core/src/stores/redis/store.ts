@@ -1,14 +1,15 @@
 import { ALGORITHM_NAMES, ALGORITHMS, argsOf, callRecordKey, forgetKeysOf, refundKeysOf, settleKeysOf } from '../../algorithms'
 import { correctionBatchScript, refundBatchScript } from '../../algorithms/correction-batch'
 import {
-  LEASE_FIXED_SCRIPT,
-  LEASE_GCRA_SCRIPT,
   LEASE_RETURN_SCRIPT,
   leaseArgs,
+  leaseFixedScript,
+  leaseGcraScript,
   leaseGrantOf,
   leaseKeys,
   returnArgs,
 } from '../../algorithms/leases'
+import { scriptsOf } from '../../algorithms/scripts'
 import { type Duration, parseDuration } from '../../duration'
 import { describeValue, invalidOption, rejectUnknown, TollgateError } from '../../errors'
 import type { AlgorithmName, LeaseGrant, LeaseRequest, Store, StoreCall, StoreResult } from '../../types'
@@ -132,10 +133,10 @@ export class RedisStore implements Store {
       this.coldStart,
     )
     for (const name of ALGORITHM_NAMES) {
-      const { admitScript, settleScript } = ALGORITHMS[name]
-      this.admitScripts.set(name, this.define(scriptName(name, 'Admit'), admitScript))
-      this.refundScripts.set(name, this.define(scriptName(name, 'Refund'), refundBatchScript(ALGORITHMS[name])))
-      this.settleScripts.set(name, this.define(scriptName(name, 'Settle'), correctionBatchScript(settleScript)))
+      const scripts = scriptsOf(name)
+      this.admitScripts.set(name, this.define(scriptName(name, 'Admit'), scripts.admit))
+      this.refundScripts.set(name, this.define(scriptName(name, 'Refund'), refundBatchScript(scripts)))
+      this.settleScripts.set(name, this.define(scriptName(name, 'Settle'), correctionBatchScript(scripts.settle)))
     }
     this.scripts = new ScriptBatcher(
       (algorithm, keys, args) => {
@@ -162,9 +163,9 @@ export class RedisStore implements Store {
       this.cluster,
     )
     this.leaseScripts = {
-      fixed: this.define('tollgateLeaseFixed', LEASE_FIXED_SCRIPT),
-      gcra: this.define('tollgateLeaseGcra', LEASE_GCRA_SCRIPT),
-      back: this.define('tollgateLeaseReturn', LEASE_RETURN_SCRIPT),
+      fixed: this.define('tollgateLeaseFixed', leaseFixedScript()),
+      gcra: this.define('tollgateLeaseGcra', leaseGcraScript()),
+      back: this.define('tollgateLeaseReturn', LEASE_RETURN_SCRIPT()),
     }
   }
 
@@ -200,10 +201,9 @@ export class RedisStore implements Store {
 
   /** Undoes an admitted call (Store.refund): the algorithm's refund, once per call id, in a batch with this turn's others. */
   refund(call: StoreCall): Promise<void> {
-    const algorithm = ALGORITHMS[call.algorithm]
-    const keys = refundKeysOf(algorithm, call)
+    const keys = refundKeysOf(ALGORITHMS[call.algorithm], call)
     // A refund by call id (the sorted sets') takes only its keys, its cost and its id.
-    if (algorithm.refundBatchScript !== undefined) return this.corrections.add('refund', call, keys, [call.cost, call.id])
+    if (scriptsOf(call.algorithm).refundBatch !== undefined) return this.corrections.add('refund', call, keys, [call.cost, call.id])
     keys.push(callRecordKey(call, 'refund'))
     return this.corrections.add('refund', call, keys, argsOf(call))
   }
