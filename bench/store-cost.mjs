@@ -13,7 +13,7 @@
 // and which Redis's background expiry has not reached yet) and the keys per client key, Redis's memory for them
 // (used_memory above the empty server's), the commands Redis ran per decision (INFO commandstats, a script's own commands included, EVAL/EVALSHA counted apart), Redis's CPU per
 // decision (the server process's user + system time, from the scheduler's account at ns resolution, the most direct measure of what a decision costs
-// the server), and the keys left after the resets. Each algorithm's figures are divided by the fixed window's of
+// the server), the app's CPU per decision (this process's, the limiter and its client, which the server's figures leave out), and the keys left after the resets. Each algorithm's figures are divided by the fixed window's of
 // the same cycle; the cycles run the algorithms in alternating order and the table gives each ratio's median
 // and spread. redis-server is pinned to core 1 and this process to core 0 when taskset is available. It exits 1
 // when a check fails: keys per client key over 2, memory over 2× the fixed window's (the sliding log's over 4×, it
@@ -152,6 +152,7 @@ async function runOne([algorithm, tree]) {
   await limiter.reset('warm-up')
   await admin.config('RESETSTAT')
   const cpu0 = cpuMicrosFine(redis.pid)
+  const app0 = process.cpuUsage()
   let refused = 0
   let fallback = 0
   for (let r = 0; r < rounds; r++) {
@@ -165,6 +166,7 @@ async function runOne([algorithm, tree]) {
     if (algorithm === 'concurrency') await Promise.all(decisions.filter((d) => d.allowed).map((d) => limiter.release(d)))
   }
   const cpu = cpuMicrosFine(redis.pid) - cpu0
+  const app = process.cpuUsage(app0)
   const ran = await commands()
   const keysBefore = await admin.dbsize()
   await reapExpired()
@@ -187,6 +189,7 @@ async function runOne([algorithm, tree]) {
     commandsPerDecision: ran.total / decisions,
     scriptsPerDecision: ran.scripts / decisions,
     cpuPerDecision: cpu / decisions,
+    appCpuPerDecision: (app.user + app.system) / decisions,
     commandMicrosPerDecision: ran.usec / decisions,
     afterReset,
     byName: ran.byName,
@@ -234,6 +237,7 @@ for (const v of variants) {
     commandsPerDecision: median(of((r) => r.commandsPerDecision)),
     scriptsPerDecision: median(of((r) => r.scriptsPerDecision)),
     cpuPerDecision: median(of((r) => r.cpuPerDecision)),
+    appCpuPerDecision: median(of((r) => r.appCpuPerDecision)),
     cpuRatio: median(cpuRatio),
     cpuSpread: spread(cpuRatio),
     commandMicrosPerDecision: median(of((r) => r.commandMicrosPerDecision)),
@@ -254,12 +258,12 @@ const header =
   `${rounds * clients} decisions over ${clients} client keys (${rounds} rounds of ${clients} concurrent consume), ` +
   `then reset of every key; ${cycles} cycle(s), medians (spread over cycles)`
 const table = [
-  '| algorithm | keys per client key | memory | × fixed window | commands per decision (+ scripts) | Redis CPU per decision | × fixed window | in commands | × fixed window | keys after reset |',
-  '|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|',
+  '| algorithm | keys per client key | memory | × fixed window | commands per decision (+ scripts) | Redis CPU per decision | × fixed window | in commands | × fixed window | app CPU per decision | keys after reset |',
+  '|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|',
   ...rows.map(
     (r) =>
       `| ${r.algorithm} | ${r.keysPerClient.toFixed(2)} | ${r.memoryKiB.toFixed(0)} KiB | ${r.memoryRatio.toFixed(2)}${r.memorySpread ? ` (${r.memorySpread})` : ''} | ` +
-      `${r.commandsPerDecision.toFixed(2)} (+${r.scriptsPerDecision.toFixed(3)}) | ${r.cpuPerDecision.toFixed(2)} µs | ${r.cpuRatio.toFixed(2)}${r.cpuSpread ? ` (${r.cpuSpread})` : ''} | ${r.commandMicrosPerDecision.toFixed(2)} µs | ${r.commandRatio.toFixed(2)} | ${r.afterReset} |`,
+      `${r.commandsPerDecision.toFixed(2)} (+${r.scriptsPerDecision.toFixed(3)}) | ${r.cpuPerDecision.toFixed(2)} µs | ${r.cpuRatio.toFixed(2)}${r.cpuSpread ? ` (${r.cpuSpread})` : ''} | ${r.commandMicrosPerDecision.toFixed(2)} µs | ${r.commandRatio.toFixed(2)} | ${r.appCpuPerDecision.toFixed(2)} µs | ${r.afterReset} |`,
   ),
 ]
 log('')
