@@ -24,7 +24,7 @@ import type { Windows } from './windows'
 export const CONCURRENCY_RETRY_MS = 1000
 
 /*
- * The store's scripts are the sliding log's (sliding-log.ts): the admit drops held slots older than the
+ * The store's scripts are the sliding log's (log-scripts.ts): the admit drops held slots older than the
  * window first (their holder died or never released them), and the TTL moves on once per window, so a
  * set outlives its newest slot by at most two windows and the margin; the release removes exactly the slots the call
  * took, named by its id, so a release sent again after a reconnect finds none of them and frees nothing

@@ -6,7 +6,8 @@ import type { StoreCall } from '../types'
  * sliding-log.ts, concurrency.ts), holds its store keys, its memory twin, its Lua twin with the same
  * arithmetic, its refund, the mapping from the store's numbers to a verdict, and the numbers it reports
  * when the store is unavailable (the Algorithm interface, algorithm.ts). Its Lua is built by a function
- * of its own, which only scripts.ts calls, for RedisStore: an app on the memory store carries none. Adding
+ * of its own (the sliding log's and concurrency's, which share theirs, in log-scripts.ts), which only
+ * scripts.ts calls, for RedisStore: an app on the memory store carries none. Adding
  * an algorithm means adding one file and one line each in index.ts and scripts.ts.
  *
  * The admit protocol (types.ts, StoreCall/StoreResult) is shared by every algorithm. One script call

@@ -2,7 +2,7 @@ import type { AlgorithmName } from '../types'
 import type { AlgorithmScripts } from './algorithm'
 import { fixedWindowScripts } from './fixed-window'
 import { gcraScripts } from './gcra'
-import { concurrencyScripts, slidingLogScripts } from './sliding-log'
+import { concurrencyScripts, slidingLogScripts } from './log-scripts'
 import { slidingWindowScripts } from './sliding-window'
 
 /*

@@ -55,7 +55,7 @@ export class TimeLogs {
   }
 
   /**
-   * The memory twin over these logs, as the admit script (sliding-log.ts) reads and writes them: the numbers
+   * The memory twin over these logs, as the admit script (log-scripts.ts) reads and writes them: the numbers
    * are the entries in the window and the time of the entry whose expiry frees enough room, or, when there
    * is room, the oldest entry's time (`oldest`) or the call's; an admitted call adds an entry per unit, named
    * by its id. The algorithm gives its own seed and settle; a refund removes the entries the call's id names.
