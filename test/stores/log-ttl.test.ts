@@ -28,13 +28,24 @@ async function pexpires(): Promise<number> {
   return Number(/cmdstat_pexpire:calls=(\d+)/.exec(stats)?.[1] ?? 0)
 }
 
+/** A period's start, a few windows ahead of now: the clock the limiter is given starts there. */
+const periodAhead = () => (Math.floor(Date.now() / W) + 6) * W
+
+/** Rewrites `key` as an earlier version wrote a log: `entries` scored from `start`, 10 ms apart, a TTL, no marker. */
+async function legacyLog(key: string, start: number, entries: number): Promise<void> {
+  await db.client.del(key)
+  const members = Array.from({ length: entries }, (_, n) => [start + 10 * n, `old:${n + 1}:1`]).flat()
+  await db.client.zadd(key, ...members)
+  await db.client.pexpire(key, W + MARGIN)
+}
+
 describe.each(['ioredis', 'node-redis'] as const)('through %s', (kind) => {
   it.each(['sliding-log', 'concurrency'] as const)(
     '%s: the TTL covers the newest entry, moves once per window period, and an entry is counted once',
     async (algorithm) => {
       const prefix = testPrefix(`log-ttl-${algorithm}`)
       // A period starts at a multiple of W; the clock runs ahead of Redis's, which sets the TTL from now.
-      const start = (Math.floor(Date.now() / W) + 6) * W
+      const start = periodAhead()
       const clock = { now: start + 100 }
       const limiter = limiterAt(prefix, algorithm, 1000, clock, kind)
       await limiter.consume('c')
@@ -70,15 +81,13 @@ describe.each(['ioredis', 'node-redis'] as const)('through %s', (kind) => {
 
   it('counts a log an earlier version wrote (entries, no marker) exactly: max of them leave no room', async () => {
     const prefix = testPrefix('log-legacy')
-    const start = (Math.floor(Date.now() / W) + 6) * W
+    const start = periodAhead()
     const clock = { now: start + 100 }
     const limiter = limiterAt(prefix, 'sliding-log', 3, clock, kind)
     // Learn the key, then write it as an earlier version did: three entries, a TTL, no marker.
     await limiter.consume('c')
     const [key] = await db.client.keys(`${prefix}*`)
-    await db.client.del(key!)
-    await db.client.zadd(key!, start, 'old:1:1', start + 10, 'old:2:1', start + 20, 'old:3:1')
-    await db.client.pexpire(key!, W + MARGIN)
+    await legacyLog(key!, start, 3)
     clock.now = start + 500
     const refused = await limiter.consume('c')
     expect(refused).toMatchObject({ allowed: false, remaining: 0 })
@@ -95,7 +104,7 @@ describe.each(['ioredis', 'node-redis'] as const)('through %s', (kind) => {
 
   it('with two limits, a full log of an earlier version refuses the call, and the other limit keeps none of it', async () => {
     const prefix = testPrefix('log-legacy-limits')
-    const start = (Math.floor(Date.now() / W) + 6) * W
+    const start = periodAhead()
     const clock = { now: start + 100 }
     const limiter = new Limiter({
       algorithm: 'sliding-log',
@@ -114,9 +123,8 @@ describe.each(['ioredis', 'node-redis'] as const)('through %s', (kind) => {
     // The 3-per-W limit's key (labelled by its window), rewritten as an earlier version's: three entries, no marker.
     const small = keys.find((k) => k.endsWith(':10s:log'))!
     const large = keys.find((k) => k !== small)!
-    for (const k of keys) await db.client.del(k)
-    await db.client.zadd(small, start, 'old:1:1', start + 10, 'old:2:1', start + 20, 'old:3:1')
-    await db.client.pexpire(small, W + MARGIN)
+    await db.client.del(large)
+    await legacyLog(small, start, 3)
     clock.now = start + 500
     expect(await limiter.consume('c')).toMatchObject({ allowed: false })
     // Nothing of the refused call is left in either log.
@@ -128,14 +136,12 @@ describe.each(['ioredis', 'node-redis'] as const)('through %s', (kind) => {
 
   it('a log an earlier version wrote with room left admits, counting its entries', async () => {
     const prefix = testPrefix('log-legacy-room')
-    const start = (Math.floor(Date.now() / W) + 6) * W
+    const start = periodAhead()
     const clock = { now: start + 100 }
     const limiter = limiterAt(prefix, 'sliding-log', 3, clock, kind)
     await limiter.consume('c')
     const [key] = await db.client.keys(`${prefix}*`)
-    await db.client.del(key!)
-    await db.client.zadd(key!, start, 'old:1:1')
-    await db.client.pexpire(key!, W + MARGIN)
+    await legacyLog(key!, start, 1)
     clock.now = start + 500
     expect(await limiter.consume('c')).toMatchObject({ allowed: true, remaining: 1 })
     expect(await limiter.consume('c')).toMatchObject({ allowed: true, remaining: 0 })
