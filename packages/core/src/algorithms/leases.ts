@@ -157,7 +157,8 @@ return {granted, fit, lessees, restarted, waitMs}`
  * count that no longer holds them would let others pass `max`. Fixed window: DECRBY, never below 0.
  * GCRA: the TAT moves back by the units (a refund). Then the lessee counter goes down and the marker goes.
  */
-export const LEASE_RETURN_SCRIPT = (): string => `${LUA_TAT()}
+export function leaseReturnScript(): string {
+  return `${LUA_TAT()}
 if not redis.call('GET', KEYS[3]) then return 0 end
 local back, gcra = tonumber(ARGV[1]), ARGV[2] == 'gcra'
 if back > 0 and not gcra then
@@ -182,8 +183,9 @@ end
 if tonumber(redis.call('GET', KEYS[2]) or '0') > 0 then redis.call('DECRBY', KEYS[2], 1) end
 redis.call('DEL', KEYS[3])
 return 1`
+}
 
-/** ARGV of LEASE_RETURN_SCRIPT. */
+/** ARGV of leaseReturnScript. */
 export function returnArgs(r: Pick<LeaseRequest, 'algorithm' | 'limit' | 'now'>, back: number): (string | number)[] {
   return [back, r.algorithm, r.limit.max, r.limit.windowMs, r.now]
 }

@@ -1,12 +1,12 @@
 import { ALGORITHM_NAMES, ALGORITHMS, argsOf, callRecordKey, forgetKeysOf, refundKeysOf, settleKeysOf } from '../../algorithms'
 import { correctionBatchScript, refundBatchScript } from '../../algorithms/correction-batch'
 import {
-  LEASE_RETURN_SCRIPT,
   leaseArgs,
   leaseFixedScript,
   leaseGcraScript,
   leaseGrantOf,
   leaseKeys,
+  leaseReturnScript,
   returnArgs,
 } from '../../algorithms/leases'
 import { scriptsOf } from '../../algorithms/scripts'
@@ -165,7 +165,7 @@ export class RedisStore implements Store {
     this.leaseScripts = {
       fixed: this.define('tollgateLeaseFixed', leaseFixedScript()),
       gcra: this.define('tollgateLeaseGcra', leaseGcraScript()),
-      back: this.define('tollgateLeaseReturn', LEASE_RETURN_SCRIPT()),
+      back: this.define('tollgateLeaseReturn', leaseReturnScript()),
     }
   }
 
