@@ -1,3 +1,4 @@
+import type { Server } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { Worker } from 'node:worker_threads'
 import type { AdaptiveConcurrencyOptions, AdaptiveGate, Priority } from '@tollgate/core/adapter'
@@ -11,6 +12,17 @@ import Koa from 'koa'
 // The adaptive tests' servers and load over real HTTP on 127.0.0.1: each framework with adaptiveConcurrency in
 // front of a handler, a request's class from its x-priority header, and an open-loop load generator in a worker
 // thread (its own event loop, as a client in another process has: the gate's event-loop signal sees the server's).
+
+/** A Node server of Express's or Koa's once it listens: its URL, and a close that ends its connections too. */
+async function listening(server: Server): Promise<{ url: string; close: () => Promise<void> }> {
+  await new Promise((r) => server.once('listening', r))
+  const { port } = server.address() as AddressInfo
+  const close = () => {
+    server.closeAllConnections()
+    return new Promise<void>((r) => server.close(() => r()))
+  }
+  return { url: `http://127.0.0.1:${port}`, close }
+}
 
 export type Serve = (
   options: AdaptiveConcurrencyOptions<never>,
@@ -29,14 +41,7 @@ export const frameworks: Record<'express' | 'fastify' | 'koa', Serve> = {
       await handle(req.params.name!)
       res.send('ok')
     })
-    const server = app.listen(0, '127.0.0.1')
-    await new Promise((r) => server.once('listening', r))
-    const { port } = server.address() as AddressInfo
-    const close = () => {
-      server.closeAllConnections()
-      return new Promise<void>((r) => server.close(() => r()))
-    }
-    return { url: `http://127.0.0.1:${port}`, gate: mw.gate, close }
+    return { ...(await listening(app.listen(0, '127.0.0.1'))), gate: mw.gate }
   },
   fastify: async (options, handle) => {
     const app = Fastify({ forceCloseConnections: true })
@@ -57,14 +62,7 @@ export const frameworks: Record<'express' | 'fastify' | 'koa', Serve> = {
       await handle(ctx.path.slice(1))
       ctx.body = 'ok'
     })
-    const server = app.listen(0, '127.0.0.1')
-    await new Promise((r) => server.once('listening', r))
-    const { port } = server.address() as AddressInfo
-    const close = () => {
-      server.closeAllConnections()
-      return new Promise<void>((r) => server.close(() => r()))
-    }
-    return { url: `http://127.0.0.1:${port}`, gate: mw.gate, close }
+    return { ...(await listening(app.listen(0, '127.0.0.1'))), gate: mw.gate }
   },
 }
 
