@@ -15,11 +15,12 @@ suite.each((limiter, makeStore) => {
   it('admits max per rolling window, then one more each time the oldest entry leaves', async () => {
     const { limiter: l, clock } = limiter()
     // [ms after the first request, cost, allowed, remaining, retryAfterMs, resetAt − first]; resetAt is
-    // when the oldest entry leaves.
+    // when the whole quota is back (the newest entry leaves) while units are left, else when the next
+    // unit frees (the oldest entry leaves).
     const rows: Row[] = [
       [0, 1, true, 2, 0, W],
-      [1000, 1, true, 1, 0, W],
-      [2000, 1, true, 0, 0, W], // the last request that fits
+      [1000, 1, true, 1, 0, 1000 + W],
+      [2000, 1, true, 0, 0, W], // the last request that fits: the next unit frees when the first entry leaves
       [3000, 1, false, 0, 7000, W], // the first refused: until the first entry leaves
       [W - 1, 1, false, 0, 1, W],
       [W, 1, true, 0, 0, W + 1000], // the first entry left; the second is now the oldest

@@ -21,7 +21,7 @@ const LEAST_PRIVILEGE = [
   ...['get', 'set', 'incrby', 'pexpire', 'decrby', 'del', 'exists', 'type', 'multi', 'exec', 'eval', 'evalsha'],
   ...['hget', 'hmget', 'hset', 'hincrby'],
 ]
-const SLIDING_LOG = ['zadd', 'zrem', 'zscore', 'zcard', 'zcount', 'zrange', 'zremrangebyscore']
+const SLIDING_LOG = ['zadd', 'zrem', 'zscore', 'zcount', 'zrange', 'zremrangebyscore']
 const USERS = [
   { name: 'app-all', rules: ['~tg:*', '+@all'] },
   { name: 'app-least', rules: ['~tg:*', ...[...LEAST_PRIVILEGE, ...SLIDING_LOG].map((c) => `+${c}`)] },

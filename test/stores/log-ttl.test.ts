@@ -6,7 +6,7 @@ import { useRedis } from '../harness/use-redis'
 // the period's first admission, to two periods ahead plus the margin, and keep that period in the log as a
 // marker member (algorithms/sliding-log.ts). What the user's Redis sees: every log has a TTL that covers its
 // newest entry's window, the hot log runs no PEXPIRE per admission, and a log an earlier version wrote,
-// without a marker, is counted exactly.
+// without a marker, is counted exactly (an admission counts the entries in the window, never the marker).
 
 const db = useRedis({ nodeRedis: true })
 const W = 10_000
@@ -79,6 +79,31 @@ describe.each(['ioredis', 'node-redis'] as const)('through %s', (kind) => {
     },
   )
 
+  it('sliding-log: an entry that left the window is not counted, and leaves the log at the next period', async () => {
+    const prefix = testPrefix('log-trim')
+    const start = periodAhead()
+    const clock = { now: start + 100 }
+    const limiter = limiterAt(prefix, 'sliding-log', 2, clock, kind)
+    expect(await limiter.consume('c')).toMatchObject({ allowed: true, remaining: 1 })
+    const [key] = await db.client.keys(`${prefix}*`)
+    // The next period's first admission removes the entries that left the window: none yet.
+    clock.now = start + W + 50
+    expect(await limiter.consume('c')).toMatchObject({ allowed: true, remaining: 0 })
+    expect(await limiter.consume('c')).toMatchObject({ allowed: false })
+    expect(await db.client.zcard(key!)).toBe(3)
+    // The first entry left the window: not counted, though the log holds it until the next period.
+    clock.now = start + W + 150
+    expect(await limiter.consume('c')).toMatchObject({ allowed: true, remaining: 0 })
+    expect(await db.client.zcard(key!)).toBe(4)
+    // The next period's first admission: the first two entries have left, and leave the log.
+    clock.now = start + 2 * W + 100
+    expect(await limiter.consume('c')).toMatchObject({ allowed: true, remaining: 0 })
+    expect(await db.client.zrangebyscore(key!, 0, '+inf')).toHaveLength(2)
+    expect(await db.client.zcard(key!)).toBe(3)
+    await limiter.reset('c')
+    await limiter.close()
+  })
+
   it('counts a log an earlier version wrote (entries, no marker) exactly: max of them leave no room', async () => {
     const prefix = testPrefix('log-legacy')
     const start = periodAhead()
@@ -91,8 +116,8 @@ describe.each(['ioredis', 'node-redis'] as const)('through %s', (kind) => {
     clock.now = start + 500
     const refused = await limiter.consume('c')
     expect(refused).toMatchObject({ allowed: false, remaining: 0 })
-    // Nothing of the refused call is left; the marker now is, and the three entries still count.
-    expect(await db.client.zcard(key!)).toBe(4)
+    // The refused call wrote nothing: the log is as the earlier version left it, its three entries counted.
+    expect(await db.client.zcard(key!)).toBe(3)
     expect(await db.client.zscore(key!, 'old:1:1')).toBe(String(start))
     clock.now = start + W + 1
     // The first entry left the window: room for one.
@@ -108,7 +133,7 @@ describe.each(['ioredis', 'node-redis'] as const)('through %s', (kind) => {
     const clock = { now: start + 100 }
     const limiter = new Limiter({
       algorithm: 'sliding-log',
-      // The second limit's log is written after the first's: its entry is taken back when the first's is.
+      // The second limit's log is full: the call is refused before either log is written.
       limits: [
         { max: 100, window: W * 6 },
         { max: 3, window: W },
@@ -127,9 +152,9 @@ describe.each(['ioredis', 'node-redis'] as const)('through %s', (kind) => {
     await legacyLog(small, start, 3)
     clock.now = start + 500
     expect(await limiter.consume('c')).toMatchObject({ allowed: false })
-    // Nothing of the refused call is left in either log.
-    expect(await db.client.zrange(small, 0, -1)).toEqual(['~', 'old:1:1', 'old:2:1', 'old:3:1'])
-    expect(await db.client.zrange(large, 0, -1)).toEqual(['~'])
+    // The call was refused before any write: neither log holds anything of it.
+    expect(await db.client.zrange(small, 0, -1)).toEqual(['old:1:1', 'old:2:1', 'old:3:1'])
+    expect(await db.client.exists(large)).toBe(0)
     await limiter.reset('c')
     await limiter.close()
   })

@@ -24,7 +24,7 @@ const TTL_AHEAD = (w: string) => `2 * ${w} + ${TTL_MARGIN_MS}`
 /** Names of an entry's unit, made once: `<call id>` .. UNITS[j]. */
 const LUA_UNITS = `
 local UNITS = {':1', ':2', ':3', ':4'}
-local sizes, excl = {}, {}
+local excl = {}
 local function above(x)
   local t = excl[x]
   if not t then
@@ -34,66 +34,31 @@ local function above(x)
   return t
 end`
 
-/** The sliding log's reads: entries older than the window leave, then the count, then one entry's time. */
-const LOG_READS = `
-    local c, size = 0, 0
-    if try('ZREMRANGEBYSCORE', key, '0', text(now - w)) then size = redis.call('ZCARD', key) end
-    -- A log of this version holds the marker, at its head; one of an earlier version does not (checked when the marker is added).
-    if size > 0 then c = size - 1 end
-    sizes[i] = size
-    fresh[i] = size == 0
-    local idx = c + cost - max - 1
-    local s = now
-    if idx < c and (idx >= 0 or c > 0) then
-      local at = text(idx >= 0 and idx + 1 or 1)
-      local r = redis.call('ZRANGE', key, at, at, 'WITHSCORES')
-      if r[2] then s = tonumber(r[2]) end
-    end`
-
-/** The sliding log's work when the marker moved: the TTL, and a log of an earlier version counted again. */
-const LOG_MOVED = (): string => `
-        redis.call('PEXPIRE', key, text((p + 2) * w + ${TTL_MARGIN_MS} - now))
-        -- The marker was missing from a log of entries (an earlier version's): it held one entry more than read.
-        local size = sizes[i]
-        if size > 0 and redis.call('ZCARD', key) == size + cost + 1 then
-          out[2 * i - 1] = size
-          if size + cost > lims[lim + 3 * i - 2] then
-            for l = 1, i do
-              for j = 1, cost do redis.call('ZREM', KEYS[k + l], id .. (UNITS[j] or ':' .. j)) end
-            end
-            local at = text(size + cost - lims[lim + 3 * i - 2])
-            local r = redis.call('ZRANGE', key, at, at, 'WITHSCORES')
-            out[2 * i] = r[2] and tonumber(r[2]) or now
-            code = 0
-            break
-          end
-        end`
-
 /**
- * The concurrency algorithm's reads: the slots held, counted among the live ones (scored after now − W),
- * which leaves out the marker and the slots of holders that died (older than the window, they leave once
- * per period: SLOTS_MOVED), so an admission is a count and a ZADD, and a set an earlier version wrote,
- * without the marker, is counted the same. When the set is full, the time of the slot whose expiry frees
- * enough room, by its place from the newest (the live slots are the newest).
+ * The reads of both algorithms: the entries held, counted among the live ones (scored after now − W), which
+ * leaves out the marker and the entries that left the window (they leave once per period: LOG_MOVED), so
+ * an admission is a count and a ZADD, and a log an earlier version wrote, without the marker, is counted
+ * the same. Then, only when the reply needs it, one entry's time, by its place from the newest (the live
+ * entries are the newest): when the call does not fit, the entry whose leaving frees enough room; for the
+ * sliding log (`full`), also when the call fills the log, the oldest, whose leaving frees the next unit.
  */
-const SLOTS_READS = `
+const LOG_READS = (full: boolean): string => `
     local c = try('ZCOUNT', key, above(now - w), '+inf') or 0
-    fresh[i] = false
     local idx = c + cost - max - 1
     local s = now
-    if idx >= 0 and idx < c then
-      local at = text(idx - c)
+    if idx >= ${full ? '-1' : '0'} and idx < c${full ? ' and c > 0' : ''} then
+      local at = text((idx > 0 and idx or 0) - c)
       local r = redis.call('ZRANGE', key, at, at, 'WITHSCORES')
       if r[2] then s = tonumber(r[2]) end
     end`
 
 /**
- * The concurrency algorithm's work when the marker moved: the TTL, then the slots of holders that died leave.
- * Its reads do not tell whether the set is new, so nothing is checked before the writes (fresh): when Redis
- * refuses the PEXPIRE (NOPERM), the call's slots come out again, from every set it was written to, with this
- * set's marker, so no set is left without a TTL, and the refusal is the script's.
+ * The work when the marker moved: the TTL, then the entries that left the window (the slots of holders that
+ * died). The reads do not tell whether the log is new, so nothing is checked before the writes: when Redis
+ * refuses the PEXPIRE (NOPERM), the call's entries come out again, from every log it was written to, with
+ * this log's marker, so no log is left without a TTL, and the refusal is the script's.
  */
-const SLOTS_MOVED = (): string => `
+const LOG_MOVED = (): string => `
         local e = redis.pcall('PEXPIRE', key, text((p + 2) * w + ${TTL_MARGIN_MS} - now))
         if type(e) == 'table' and e.err then
           for l = 1, i do
@@ -106,42 +71,31 @@ const SLOTS_MOVED = (): string => `
 
 /**
  * One call of a batch (batchScript) on sorted sets of entries `<call id>:<unit>` scored by time, one per
- * limit; the concurrency algorithm (`slots`) writes the same, on reads of its own (SLOTS_READS: its window is
- * a slot's longest hold). The sliding log's entries older than the window leave first (a range removal that
- * finds none is the cheapest of reads), then the count, then, only when the reply needs it, the time of one
- * entry: the one whose leaving frees enough room when the log is that full, else the oldest. Only the first
- * read runs protected (try): a key of another type fails there, this call alone, and the reads after it run
- * only on a sorted set or on nothing, as plain calls (a protected call and its check cost about as much as a
- * small command). Every read replies a number or one entry: a reply of several entries, or a score, costs
- * Redis more to format and the script more to read than a command. Exactly once (protocol.ts): an earlier
- * run of this batch that admitted the call left its entries, so its entries are already there when they are
- * added again (ZADD adds none: an entry's time is the call's, so it does not move either), or, when the log
- * is full now, the first is found by ZSCORE; either way nothing is added again and the call is answered
- * admitted. The writes: a log about to be made is checked for PEXPIRE first (acl_check_cmd, which writes
- * nothing, as luaHashWrites does; the concurrency algorithm takes its slots out again instead, SLOTS_MOVED),
- * then one ZADD of the entries and the marker (MARK), the first write (refused at maxmemory before anything
- * is written), then PEXPIRE when the marker moved, so no refusal can leave a log without a TTL. A log an
- * earlier version wrote has no marker: the admission that adds it finds the log one entry larger than it
- * read, and takes its entries back if that one entry leaves no room (LOG_MOVED).
+ * limit, for both algorithms (the concurrency algorithm's window is a slot's longest hold): LOG_READS, then,
+ * when the call fits, one ZADD of the entries and the marker (MARK), the first write (refused at maxmemory
+ * before anything is written), then LOG_MOVED when the marker moved. Only the count runs protected (try): a
+ * key of another type fails there, this call alone, and the read after it runs only on a sorted set or on
+ * nothing, as a plain call (a protected call and its check cost about as much as a small command). Every
+ * read replies a number or one entry: a reply of several entries, or a score, costs Redis more to format and
+ * the script more to read than a command. Exactly once (protocol.ts): an earlier run of this batch that
+ * admitted the call left its entries, so its entries are already there when they are added again (ZADD
+ * adds none: an entry's time is the call's, so it does not move either), or, when the log is full now, the
+ * first is found by ZSCORE; either way nothing is added again and the call is answered admitted.
+ * `full`: the sliding log, which reads the oldest entry when the call fills the log (LOG_READS).
  */
-function logAdmitScript(slots: boolean): string {
+function logAdmitScript(full: boolean): string {
   return batchScript(
     1,
     `for i = 1, n do
     local max, w = lims[lim + 3 * i - 2], lims[lim + 3 * i - 1]
     local key = KEYS[k + i]
-${slots ? SLOTS_READS : LOG_READS}
+${LOG_READS(full)}
     out[2 * i - 1] = c
     out[2 * i] = s
     if c + cost > max then code = 0 end
   end
   if code == 0 and cost > 0 and not failed and redis.call('ZSCORE', KEYS[k + 1], id .. ':1') then code = 2 end
   if code == 1 and cost > 0 and not failed then
-    for i = 1, n do
-      if fresh[i] and not (redis.acl_check_cmd and redis.acl_check_cmd('PEXPIRE', KEYS[k + i], '1')) then
-        redis.call('PEXPIRE', KEYS[k + i], text(${TTL_AHEAD('lims[lim + 3 * i - 1]')}))
-      end
-    end
     for i = 1, n do
       local w = lims[lim + 3 * i - 1]
       local key = KEYS[k + i]
@@ -165,7 +119,7 @@ ${slots ? SLOTS_READS : LOG_READS}
         break
       end
       if moved == 1 then
-${slots ? SLOTS_MOVED() : LOG_MOVED()}
+${LOG_MOVED()}
       end
     end
   end`,
@@ -176,17 +130,17 @@ ${slots ? SLOTS_MOVED() : LOG_MOVED()}
 /** The sliding log's Lua (scripts.ts): built only when a RedisStore asks, so an app on the memory store carries none. */
 export function slidingLogScripts(): AlgorithmScripts {
   return {
-    admit: logAdmitScript(false),
+    admit: logAdmitScript(true),
     refund: LOG_REFUND_SCRIPT(),
     refundBatch: LOG_REFUND_BATCH_SCRIPT(),
     settle: slidingLogSettleScript(),
   }
 }
 
-/** The concurrency algorithm's Lua: the sliding log's writes on its own reads (SLOTS_READS), its removals, no settle. */
+/** The concurrency algorithm's Lua: the sliding log's, without its read of the oldest entry, and no settle. */
 export function concurrencyScripts(): AlgorithmScripts {
   // A slot is held or free, whatever the units: a settle moves nothing (the limiter refuses actualCost).
-  return { admit: logAdmitScript(true), refund: LOG_REFUND_SCRIPT(), refundBatch: LOG_REFUND_BATCH_SCRIPT(), settle: 'return ARGV[3]' }
+  return { admit: logAdmitScript(false), refund: LOG_REFUND_SCRIPT(), refundBatch: LOG_REFUND_BATCH_SCRIPT(), settle: 'return ARGV[3]' }
 }
 
 /**

@@ -7,8 +7,8 @@ import type { Windows } from './windows'
 /*
  * Sliding log: exact rolling window, one entry per admitted unit, scored by time. One key per limit,
  * `<stem>:log` (a sorted set in Redis). Entries at or before now − W leave.
- * The store's numbers per limit: [entries before, time of the entry whose expiry frees enough room],
- * for an exact Retry-After. Its Lua, shared with concurrency, is in log-scripts.ts.
+ * The store's numbers per limit: [entries before, time of the entry whose expiry frees enough room] (for
+ * an exact Retry-After), or, when the call fills the log, the oldest entry's time, else the call's. Its Lua, shared with concurrency, is in log-scripts.ts.
  */
 
 function memory(windows: Windows): MemoryTwin {
@@ -37,7 +37,10 @@ function verdict(out: Verdict, limit: LimitSpec, a: number, b: number, cost: num
   out.fits = a + cost <= max
   out.count = a + cost
   out.remaining = Math.max(0, max - (admitted ? a + cost : a))
-  out.resetAt = a === 0 && admitted ? now + W : b + W
+  // The reset is when the whole quota is back, as every algorithm's is, except when the call leaves no unit
+  // (or does not fit): then it is when the next unit frees, the oldest entry's leaving (the store reads
+  // that entry only then: a decision with units left costs Redis a count and a ZADD).
+  out.resetAt = a > 0 && a + cost >= max && cost <= max ? b + W : now + W
   out.retryAfterMs = out.fits ? 0 : cost > max ? W : Math.max(1, b + W - now)
 }
 

@@ -56,11 +56,12 @@ export class TimeLogs {
 
   /**
    * The memory twin over these logs, as the admit script (log-scripts.ts) reads and writes them: the numbers
-   * are the entries in the window and the time of the entry whose expiry frees enough room, or, when there
-   * is room, the oldest entry's time (`oldest`) or the call's; an admitted call adds an entry per unit, named
+   * are the entries in the window and the time of the entry whose expiry frees enough room, or, when the
+   * call fills the log and the algorithm reads it (`full`), the oldest entry's time, else the call's; an
+   * admitted call adds an entry per unit, named
    * by its id. The algorithm gives its own seed and settle; a refund removes the entries the call's id names.
    */
-  twin(oldest: boolean, own: Pick<MemoryTwin, 'seed' | 'settle'>): MemoryTwin {
+  twin(full: boolean, own: Pick<MemoryTwin, 'seed' | 'settle'>): MemoryTwin {
     const logs = this
     return {
       read(call, i, values) {
@@ -68,7 +69,7 @@ export class TimeLogs {
         const log = logs.of(call, i)
         const c = trim(log, call.now - windowMs)
         const at = c + call.cost - max - 1
-        values.push(c, at >= 0 || oldest ? (log.times[Math.max(0, at)] ?? call.now) : call.now)
+        values.push(c, at >= (full ? -1 : 0) && at < c && c > 0 ? log.times[Math.max(0, at)]! : call.now)
         return c + call.cost <= max
       },
       write(call, i) {

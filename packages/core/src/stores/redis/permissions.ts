@@ -80,7 +80,6 @@ export const CHECK_FORMS: Readonly<Record<string, (key: string) => readonly stri
   DEL: (k) => ['DEL', k],
   ZADD: (k) => ['ZADD', k, '1', 'm'],
   ZREM: (k) => ['ZREM', k, 'm'],
-  ZCARD: (k) => ['ZCARD', k],
   ZCOUNT: (k) => ['ZCOUNT', k, '0', '1'],
   ZRANGE: (k) => ['ZRANGE', k, '0', '-1'],
   ZREMRANGEBYSCORE: (k) => ['ZREMRANGEBYSCORE', k, '0', '1'],
