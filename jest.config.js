@@ -35,6 +35,7 @@ module.exports = {
   moduleNameMapper: {
     '^@tollgate/(core|express|fastify|koa|nestjs|upstash|cloudflare|web|hono)$': '<rootDir>/packages/$1/src/index.ts',
     '^@tollgate/core/adapter$': '<rootDir>/packages/core/src/adapter.ts',
+    '^@tollgate/core/lean$': '<rootDir>/packages/core/src/lean.ts',
     '^@tollgate/core/store$': '<rootDir>/packages/core/src/store.ts',
     '^@tollgate/express/internal$': '<rootDir>/packages/express/src/internal.ts',
     '^@tollgate/core/testing$': '<rootDir>/packages/core/src/testing.ts',

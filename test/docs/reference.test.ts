@@ -47,8 +47,17 @@ function propertiesOf(name: string): Member[] {
 
 /** The public members an exported class declares itself (methods, accessors, properties), not what it inherits. */
 function publicMembersOf(name: string): string[] {
-  const declaration = coreExport(name).valueDeclaration
-  if (declaration === undefined || !ts.isClassDeclaration(declaration)) throw new Error(`${name} is not a class`)
+  const found = coreExport(name).valueDeclaration
+  if (found === undefined || !ts.isClassDeclaration(found)) throw new Error(`${name} is not a class`)
+  let declaration: ts.ClassDeclaration = found
+  // A class that only registers what its base needs (the Limiter of @tollgate/core): the base's members.
+  while (declaration.members.length === 0 && declaration.heritageClauses?.[0]?.types[0] !== undefined) {
+    let base = checker.getSymbolAtLocation(declaration.heritageClauses[0].types[0].expression)
+    if (base !== undefined && base.flags & ts.SymbolFlags.Alias) base = checker.getAliasedSymbol(base)
+    const next = base?.valueDeclaration
+    if (next === undefined || !ts.isClassDeclaration(next)) break
+    declaration = next
+  }
   return declaration.members
     .filter((m) => !ts.isConstructorDeclaration(m) && m.name !== undefined && !ts.isPrivateIdentifier(m.name))
     .filter((m) => !(ts.getCombinedModifierFlags(m) & (ts.ModifierFlags.Private | ts.ModifierFlags.Protected)))

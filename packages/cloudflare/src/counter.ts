@@ -1,4 +1,5 @@
 import { MemoryStore } from '@tollgate/core'
+import { allFeatures, register } from '@tollgate/core/lean'
 import { type DurableObjectStorageLike, Ledger } from './ledger'
 import type { Answer, Operation } from './wire'
 
@@ -19,6 +20,10 @@ const JSON_HEADERS = { 'content-type': 'application/json' }
  * restart, each entry deleted by an alarm once its windows have passed (ledger.ts).
  */
 export class TollgateCounter {
+  static {
+    // The object decides every algorithm the Workers' limiters may use, whichever Limiter they import.
+    register(...allFeatures)
+  }
   private readonly store = new MemoryStore({ sweepIntervalMs: 0 })
   private readonly ledger: Ledger
 

@@ -1,4 +1,3 @@
-import { Limiter, type LimiterOptions } from '@tollgate/core'
 import {
   type AdapterHooks,
   adapterFunction,
@@ -11,11 +10,12 @@ import {
   runtimeIp,
   withHeaders,
 } from '@tollgate/core/adapter'
+import { Limiter, type LimiterOptions } from '@tollgate/core/lean'
 
 // Core's main entry is what an app uses (the stores, the error and its codes, the limiter behind the
 // wrapper, the types its options and decisions are made of), so all of it is re-exported and an app
 // imports from this package alone. Bundlers drop what an app does not use (RedisStore among it).
-export * from '@tollgate/core'
+export * from '@tollgate/core/lean'
 
 /** Options of `withRateLimit` and `rateLimit`: the limiter's, and where a request's client IP comes from. */
 export interface RateLimitOptions<R extends Request = Request, Rest extends unknown[] = unknown[]> extends LimiterOptions<R> {

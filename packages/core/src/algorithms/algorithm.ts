@@ -45,11 +45,6 @@ export interface Algorithm {
    * INCRBY and PEXPIRE in a transaction, the store's numbers being the count it returns).
    */
   readonly increments?: boolean
-  /**
-   * It can lease quota (the `lease` option): what its units and decisions are under a lease. Its store
-   * scripts are in leases.ts, named by the algorithm's name.
-   */
-  readonly lease?: LeaseModel
   /** Appends limit `i`'s store keys, in the order its scripts take them. */
   keys(call: StoreCall, i: number, out: string[]): void
   /**
@@ -81,7 +76,8 @@ export interface Algorithm {
  * What leasing (the `lease` option, limiter/fast-path/leases.ts) needs to know of an algorithm: how its
  * units lapse, what a grant means for a slice, and its decisions from a slice, made by the algorithm's
  * own verdict (decision.ts) so a leased decision reads as the store's would. An algorithm that leases
- * declares one (Algorithm.lease); the lease path itself never asks which algorithm it runs.
+ * declares one (LEASE_MODELS in options/lease-option.ts, registered with the leasing feature); the lease path itself never
+ * asks which algorithm it runs.
  */
 export interface LeaseModel {
   /**

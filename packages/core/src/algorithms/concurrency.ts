@@ -72,9 +72,9 @@ export const concurrency: Algorithm = {
   burst: false,
   refundsByCallId: true,
   releases: true,
-  keys: oneKeyPerLimit('slots'),
+  keys: /* @__PURE__ */ oneKeyPerLimit('slots'),
   // A slot is held or free, whatever the units: a settle moves nothing (the limiter refuses actualCost).
-  settleKeys: oneKeyPerLimit('slots'),
+  settleKeys: /* @__PURE__ */ oneKeyPerLimit('slots'),
   memory,
   verdict,
   unavailable(limit, now, allow, values) {

@@ -3,7 +3,6 @@ import type { LimitSpec, StoreCall } from '../types'
 import type { Algorithm, AlgorithmScripts } from './algorithm'
 import { batchScript, LUA_REPLAYED, luaHashWrites } from './batch-script'
 import { counterRefundScript, counterSettleKeys, counterSettleScript } from './counter-scripts'
-import { fixedWindowLease } from './fixed-window-lease'
 import { type MemoryTwin, TTL_MARGIN_MS, type Verdict } from './protocol'
 import { counterUnavailable, countIn, type Windows, windowTwin } from './windows'
 
@@ -178,7 +177,6 @@ export const fixedWindow: Algorithm = {
   burst: false,
   refundsByCallId: false,
   increments: true,
-  lease: fixedWindowLease,
   keys(call: StoreCall, i: number, out: string[]) {
     out.push(`${stem(call, i)}:${windowIndex(call.now, call.limits[i]!.windowMs)}`)
   },

@@ -1,7 +1,6 @@
 import type { LimitSpec } from '../types'
 import type { Algorithm, AlgorithmScripts } from './algorithm'
 import { batchScript, LUA_REPLAYED, luaHashWrites } from './batch-script'
-import { gcraLease } from './gcra-lease'
 import { gcraMemory } from './gcra-memory'
 import { LUA_REFUND_HEAD, LUA_SETTLE_HEAD, oneKeyPerLimit, TTL_MARGIN_MS, type Verdict } from './protocol'
 
@@ -192,7 +191,6 @@ export function gcraScripts(): AlgorithmScripts {
 
 export const gcra: Algorithm = {
   name: 'gcra',
-  lease: gcraLease,
   fromScript(call, values) {
     // The script's distances from now, in units of 1/max ms (gcraAdmitScript), back to TATs in ms.
     for (let i = 0; i < call.limits.length; i++) {
@@ -203,8 +201,8 @@ export const gcra: Algorithm = {
   },
   burst: true,
   refundsByCallId: false,
-  keys: oneKeyPerLimit('gcra'),
-  settleKeys: oneKeyPerLimit('gcra'),
+  keys: /* @__PURE__ */ oneKeyPerLimit('gcra'),
+  settleKeys: /* @__PURE__ */ oneKeyPerLimit('gcra'),
   memory: gcraMemory,
   verdict,
   unavailable(limit, now, allow, values) {

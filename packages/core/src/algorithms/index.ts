@@ -6,8 +6,12 @@ import { gcra } from './gcra'
 import { slidingLog } from './sliding-log'
 import { slidingWindow } from './sliding-window'
 
-/** The registry: an algorithm's name to its one file. */
-export const ALGORITHMS: Readonly<Record<AlgorithmName, Algorithm>> = Object.freeze({
+/**
+ * Every algorithm by name, for the Redis store and its scripts (the limiter and the memory store take
+ * them from registry.ts, which has only those registered). Marked pure: a bundle without the Redis
+ * store leaves it, and through it every algorithm, out.
+ */
+export const ALGORITHMS: Readonly<Record<AlgorithmName, Algorithm>> = /* @__PURE__ */ Object.freeze({
   'fixed-window': fixedWindow,
   'sliding-window': slidingWindow,
   gcra,
@@ -15,7 +19,7 @@ export const ALGORITHMS: Readonly<Record<AlgorithmName, Algorithm>> = Object.fre
   concurrency,
 })
 
-export const ALGORITHM_NAMES = Object.keys(ALGORITHMS) as AlgorithmName[]
+export const ALGORITHM_NAMES = /* @__PURE__ */ Object.keys(ALGORITHMS) as AlgorithmName[]
 
 /** The store keys one call touches, in the order the scripts take them. */
 export function keysOf(algorithm: Algorithm, call: StoreCall): string[] {

@@ -48,8 +48,8 @@ export const slidingLog: Algorithm = {
   name: 'sliding-log',
   burst: false,
   refundsByCallId: true,
-  keys: oneKeyPerLimit('log'),
-  settleKeys: oneKeyPerLimit('log'),
+  keys: /* @__PURE__ */ oneKeyPerLimit('log'),
+  settleKeys: /* @__PURE__ */ oneKeyPerLimit('log'),
   memory,
   verdict,
   unavailable(limit, now, allow, values) {

@@ -2,7 +2,7 @@ import { describeValue, TollgateError } from '../errors'
 import { isCount } from '../options/checks'
 import type { Decision, Store } from '../types'
 import type { RefundLedger } from './refund-ledger'
-import type { Telemetry } from './telemetry'
+import type { Telemetry } from './reporting'
 
 /*
  * A decision corrected after the response: a refund (the skip options, `release` of a concurrency slot,

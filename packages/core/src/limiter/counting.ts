@@ -1,17 +1,19 @@
 import type { Algorithm } from '../algorithms'
+import type { LeaseModel } from '../algorithms/algorithm'
 import { decisionOf, deniedDecision, peekOf } from '../algorithms/decision'
 import type { TollgateError } from '../errors'
 import type { Config } from '../options/parse-options'
-import { type Decision, isThenable, type LimitSpec, type MaybePromise, type StoreCall } from '../types'
+import { KIT } from '../registry'
+import { type AlgorithmName, type Decision, isThenable, type LimitSpec, type MaybePromise, type StoreCall } from '../types'
 import { CallParts, type CallScope, noHashTag } from './call-parts'
 import { Corrections } from './corrections'
-import { Leases } from './fast-path/leases'
-import { Lockout } from './lockout'
+import type { Leases } from './fast-path/leases'
+import type { Lockout } from './lockout'
 import { choosePath } from './paths/choose'
 import type { CountPath, PathHost } from './paths/count-path'
 import { RefundLedger } from './refund-ledger'
+import type { Telemetry } from './reporting'
 import type { Resilience } from './resilience'
-import type { Telemetry } from './telemetry'
 
 /**
  * The one counting path: a client key, max and cost in, a decision out, the store's returned count
@@ -26,7 +28,8 @@ export class Counting<Req> implements PathHost {
   /** Refunds and settles (corrections.ts). */
   readonly corrections: Corrections
   private readonly parts: CallParts
-  private readonly lockout: Lockout
+  /** `blockDuration` (lockout.ts): undefined without it. */
+  private readonly lockout: Lockout | undefined
   private readonly path: CountPath
   /** The `lease` option on a remote store: each client's slice of its quota (fast-path/leases.ts). */
   private readonly leases: Leases | undefined
@@ -52,11 +55,16 @@ export class Counting<Req> implements PathHost {
       emit,
       config.lease !== undefined,
     )
-    this.lockout = new Lockout(config as Config<unknown>, this, this.parts, resilience, telemetry, emit)
-    const lease = algorithm.lease
+    // Registered whenever the options asked for them (parse-options.ts refuses them otherwise).
+    const LockoutOf = KIT.Lockout as typeof Lockout
+    this.lockout = config.blockMs > 0 ? new LockoutOf(config as Config<unknown>, this, this.parts, resilience, telemetry, emit) : undefined
+    const leasing = KIT.leasing as
+      | { readonly Leases: typeof Leases; readonly models: { readonly [N in AlgorithmName]?: LeaseModel } }
+      | undefined
+    const model = leasing?.models[algorithm.name]
     this.leases =
-      config.lease !== undefined && this.remote && lease !== undefined
-        ? new Leases(
+      config.lease !== undefined && this.remote && model !== undefined
+        ? new leasing!.Leases(
             config.lease,
             config.store,
             telemetry,
@@ -64,7 +72,8 @@ export class Counting<Req> implements PathHost {
             resilience,
             config.windowMs,
             config.onStoreError,
-            { ...algorithm, lease },
+            algorithm,
+            model,
             config.clock,
             (clientKey, limit, cost, now) => this.failed(undefined, clientKey, limit, cost, now),
             (decision) => this.finish(decision),
@@ -88,7 +97,7 @@ export class Counting<Req> implements PathHost {
     // its end), and never for the fallback's inner count.
     const report = now >= this.telemetry.wake && this.telemetry.wants(now)
     const decision =
-      this.config.blockMs > 0 ? this.lockout.count(clientKey, limit, cost, now) : this.countAt(clientKey, limit, cost, now, scope)
+      this.lockout !== undefined ? this.lockout.count(clientKey, limit, cost, now) : this.countAt(clientKey, limit, cost, now, scope)
     return report ? this.telemetry.decided(decision) : decision
   }
 
@@ -128,7 +137,7 @@ export class Counting<Req> implements PathHost {
   peek(clientKey: string, max: number, scope?: CallScope): MaybePromise<Decision> {
     const now = this.config.clock()
     const limit = this.parts.limitFor(max)
-    if (this.config.blockMs <= 0) return this.peekCount(clientKey, limit, now, scope)
+    if (this.lockout === undefined) return this.peekCount(clientKey, limit, now, scope)
     const blocked = this.lockout.peek(clientKey, limit, now)
     if (isThenable(blocked)) return blocked.then((d) => d ?? this.peekCount(clientKey, limit, now))
     return blocked ?? this.peekCount(clientKey, limit, now)
@@ -152,7 +161,7 @@ export class Counting<Req> implements PathHost {
     // Every limit has a key of its own and none was named: nothing of this key to forget.
     if (call.limits.length === 0) return
     const counts = this.telemetry.timed('forget', call.storeKey, () => this.config.store.forget(call))
-    if (this.config.blockMs <= 0) return counts
+    if (this.lockout === undefined) return counts
     // Sent after the counts' deletion, on the same connection for a Redis store: a request that finds
     // the block gone finds the counts gone too, and does not start a new block from the old count.
     const block = this.lockout.forget(clientKey)

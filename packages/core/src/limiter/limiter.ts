@@ -1,16 +1,16 @@
-import { ALGORITHMS } from '../algorithms'
 import type { LimiterOptions } from '../options/limiter-options'
 import { type Config, parseOptions } from '../options/parse-options'
+import { algorithmOf, KIT, notRegistered } from '../registry'
 import { MemoryStore } from '../stores/memory-store'
 import type { AdapterHooks, Decision, MaybePromise } from '../types'
 import type { CallScope } from './call-parts'
 import { Counting } from './counting'
 import { Emitter } from './emitter'
+import { DecisionEvents, type Telemetry, type TelemetryMaker } from './reporting'
 import { RequestInputs, type ScopeOptions } from './request-inputs'
 import { Resilience } from './resilience'
 import { type NodeResponseLike, type Rejection, ResponseParts } from './response'
-import { Telemetry } from './telemetry'
-import { Waiting, type WaitOptions, waitArguments } from './waiting'
+import type { Waiting, WaitOptions, waitArguments } from './waiting'
 
 /** Prefixes in use per store in this process, to warn when two limiters would count into the same keys. */
 const prefixesInUse = new WeakMap<object, Set<string>>()
@@ -40,11 +40,16 @@ export class Limiter<Req = unknown> extends Emitter {
   constructor(options?: LimiterOptions<Req>, hooks?: AdapterHooks<Req>, adapterKeys: readonly string[] = []) {
     super()
     this.config = parseOptions(options, adapterKeys, (logger) => new MemoryStore({ logger }))
-    this.releases = ALGORITHMS[this.config.algorithm].releases === true
+    const algorithm = algorithmOf(this.config.algorithm)
+    this.releases = algorithm.releases === true
     const emit = (event: string, value?: unknown) => void this.emit(event, value)
     const resilience = new Resilience(this.config as Config<unknown>, emit)
-    this.telemetry = new Telemetry(this.config as Config<unknown>, emit, () => resilience.downNodes)
-    this.counting = new Counting(this.config, ALGORITHMS[this.config.algorithm], resilience, this.telemetry, emit)
+    this.telemetry = new ((KIT.Telemetry as TelemetryMaker | undefined) ?? DecisionEvents)(
+      this.config as Config<unknown>,
+      emit,
+      () => resilience.downNodes,
+    )
+    this.counting = new Counting(this.config, algorithm, resilience, this.telemetry, emit)
     this.inputs = new RequestInputs(this.config, hooks ?? { ip: () => undefined }, this.counting)
     this.response = new ResponseParts(
       this.config,
@@ -125,15 +130,17 @@ export class Limiter<Req = unknown> extends Emitter {
    * `retryAfterMs` before trying again. Rejects with a TollgateError naming a bad argument.
    */
   wait(key: string, options: WaitOptions): Promise<Decision> {
-    let args: ReturnType<typeof waitArguments>
+    const waiting = KIT.waiting as { readonly Waiting: typeof Waiting; readonly args: typeof waitArguments } | undefined
+    if (waiting === undefined) return Promise.reject(notRegistered('wait', 'limiter.wait()', 'waiting'))
+    let args: ReturnType<typeof waiting.args>
     let t: Target
     try {
-      args = waitArguments(key, options)
+      args = waiting.args(key, options)
       t = this.target(key, { ...args.scope, max: args.max })
     } catch (error) {
       return Promise.reject(error)
     }
-    this.waiting ??= new Waiting(this.config as Config<unknown>, {
+    this.waiting ??= new waiting.Waiting(this.config as Config<unknown>, {
       count: (k, cost, m, s) => this.counting.count(k, m, cost, undefined, s),
       limitsOf: (m) => this.counting.limitsOf(m),
       refund: (decision) => this.refund(decision),

@@ -1,4 +1,4 @@
-import { ClientList } from '../client-lists'
+import type { ClientList } from '../client-lists'
 import { type Duration, parseDuration } from '../duration'
 import { describeValue, TollgateError } from '../errors'
 import { clientKey, ipKey, UNKNOWN_CLIENT_KEY } from '../keys'
@@ -216,7 +216,7 @@ export class RequestInputs<Req> {
     ip: string | undefined,
     key: string,
   ): MaybePromise<boolean> {
-    if (list instanceof ClientList) return list.matches(ip ?? undefined, key)
+    if (typeof list !== 'function') return list.matches(ip ?? undefined, key)
     const answer = this.call(name, list, req)
     return isThenable(answer)
       ? answer.then(

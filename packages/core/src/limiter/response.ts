@@ -1,10 +1,10 @@
-import { ALGORITHMS } from '../algorithms'
 import { describeDuration } from '../duration'
 import { describeValue } from '../errors'
 import { rateLimitHeaders } from '../headers'
 import { isCount } from '../options/checks'
 import type { LimiterOptions } from '../options/limiter-options'
 import type { Config } from '../options/parse-options'
+import { algorithmOf } from '../registry'
 import { STATUS_TITLES } from '../status-titles'
 import { type Decision, isThenable, type MaybePromise, type Policy } from '../types'
 import { HeaderRecords } from './fast-path/header-records'
@@ -75,7 +75,7 @@ export class ResponseParts<Req> {
     const draft8 = config.headers === 'draft-8' && !config.legacyHeaders && config.headersOn !== 'refused'
     this.records = new HeaderRecords(draft8, config.legacyHeaders, (decisions) => this.build(decisions))
     this.quietAllowed = (config.headers === false && !config.legacyHeaders) || config.headersOn === 'refused'
-    this.releases = ALGORITHMS[config.algorithm].releases === true
+    this.releases = algorithmOf(config.algorithm).releases === true
   }
 
   /** True when the response's end or outcome matters (the skip*Requests options, `actualCost`, algorithm "concurrency"). */

@@ -11,11 +11,7 @@ import {
   type MetricAttributes,
 } from '../types'
 import { DEBUG, debug } from './debug-log'
-
-/** The store calls timed in `tollgate.store.duration`, as its `tollgate.operation` attribute names them. */
-export type StoreOperation = CountingOperation | 'block' | 'blocked_until' | 'unblock' | 'lease' | 'end_lease'
-/** The counting path's calls (the rest are the lockout's and a lease's). */
-type CountingOperation = 'increment' | 'admit' | 'refund' | 'settle' | 'forget'
+import type { StoreOperation, Telemetry } from './reporting'
 
 type StoreOutcome = 'ok' | 'error' | 'timeout'
 
@@ -93,7 +89,7 @@ interface Instruments {
  * long as its provider, and must not keep every limiter ever made alive; once one is gone, its callback
  * takes itself off.
  */
-function instrumentsOf(meter: MeterLike, telemetry: Telemetry, prefix: string): Instruments {
+function instrumentsOf(meter: MeterLike, telemetry: Metrics, prefix: string): Instruments {
   const decisions = meter.createCounter('tollgate.decisions', { description: 'Rate-limit decisions, by outcome, source and policy' })
   const storeDuration = meter.createHistogram('tollgate.store.duration', {
     description: 'Duration of the calls the limiter makes to its store',
@@ -126,7 +122,7 @@ function instrumentsOf(meter: MeterLike, telemetry: Telemetry, prefix: string): 
  * again at most once a second of its clock (on a decision, no timer), and records nothing while the
  * provider is the API's no-op one.
  */
-export class Telemetry {
+export class Metrics implements Telemetry {
   /**
    * Decisions at or after this time (limiter clock) ask `wants`: -Infinity while anything
    * wants them, the next look at the global provider while only that is due, +Infinity when nothing is.

@@ -1,5 +1,5 @@
-import { ALGORITHM_NAMES, ALGORITHMS } from '../algorithms'
 import { invalidOption } from '../errors'
+import { ALGORITHM_NAMES, algorithmOf } from '../registry'
 import type { AlgorithmName } from '../types'
 
 /** The `algorithm` option once checked, with what the rest of the options are checked against. */
@@ -25,8 +25,9 @@ export function parseAlgorithm(o: Record<string, unknown>): AlgorithmChoice {
   if (typeof algorithm !== 'string' || !ALGORITHM_NAMES.includes(algorithm as AlgorithmName)) {
     throw invalidOption('algorithm', ALGORITHM_NAMES.map((a) => `"${a}"`).join(', '), algorithm)
   }
-  const takesBurst = ALGORITHMS[algorithm as AlgorithmName].burst
-  const releases = ALGORITHMS[algorithm as AlgorithmName].releases === true
+  const chosen = algorithmOf(algorithm as AlgorithmName)
+  const takesBurst = chosen.burst
+  const releases = chosen.releases === true
   if (releases) checkConcurrency(o)
   const burst = o.burst
   if (burst !== undefined) {

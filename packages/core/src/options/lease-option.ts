@@ -1,4 +1,6 @@
-import { ALGORITHM_NAMES, ALGORITHMS } from '../algorithms'
+import type { LeaseModel } from '../algorithms/algorithm'
+import { fixedWindowLease } from '../algorithms/fixed-window-lease'
+import { gcraLease } from '../algorithms/gcra-lease'
 import { invalidOption, TollgateError } from '../errors'
 import type { AlgorithmName, Store } from '../types'
 import { isPlainObject } from './checks'
@@ -11,6 +13,9 @@ export interface LeaseConfig {
   /** The largest fraction of a key's remaining quota one grant may take, before it is split between lessees. */
   readonly maxShare: number
 }
+
+/** The algorithms that lease, and what their units and decisions are under a lease (algorithm.ts, LeaseModel). */
+export const LEASE_MODELS: { readonly [N in AlgorithmName]?: LeaseModel } = { 'fixed-window': fixedWindowLease, gcra: gcraLease }
 
 /** Default `maxShare`: half of what is left, so a second process always finds as much again. */
 const MAX_SHARE = 0.5
@@ -38,8 +43,8 @@ export function parseLease(o: Record<string, unknown>, algorithm: AlgorithmName,
       maxShare = share
     }
   } else if (value !== true) throw invalidOption('lease', 'true, false or { maxShare }', value)
-  if (ALGORITHMS[algorithm].lease === undefined) {
-    const leasing = ALGORITHM_NAMES.filter((name) => ALGORITHMS[name].lease !== undefined).map((name) => `"${name}"`)
+  if (LEASE_MODELS[algorithm] === undefined) {
+    const leasing = Object.keys(LEASE_MODELS).map((name) => `"${name}"`)
     throw invalidOption('lease', `no lease with algorithm "${algorithm}" (only ${leasing.join(' and ')} lease quota)`, value)
   }
   const refuse = (name: string, why: string) => {

@@ -1,11 +1,12 @@
-import { ClientList } from '../client-lists'
+import type { ClientList } from '../client-lists'
 import { type Duration, parseDuration } from '../duration'
 import { invalidOption, rejectUnknown, TollgateError } from '../errors'
 import { isPrefix } from '../keys'
+import { KIT, notRegistered } from '../registry'
 import type { AlgorithmName, HeaderStyle, LimitSpec, Logger, MaybePromise, MeterProviderLike, Store, StoreErrorPolicy } from '../types'
 import { CONCURRENCY_WINDOW_MS, parseAlgorithm } from './algorithm-option'
 import { checkPolicyName, countOrFunction, isPlainObject, optionalFunction } from './checks'
-import { type LeaseConfig, parseLease } from './lease-option'
+import type { LeaseConfig, parseLease } from './lease-option'
 import type { LimiterOptions } from './limiter-options'
 import { type LimitKey, parseLimits } from './limits'
 import { guessOption } from './peer-names'
@@ -145,6 +146,7 @@ export function parseOptions<Req>(
   ) {
     throw invalidOption('meterProvider', 'an OpenTelemetry MeterProvider (an object with getMeter())', meterProvider)
   }
+  if (meterProvider !== undefined && KIT.Telemetry === undefined) throw notRegistered('meterProvider', 'a MeterProvider', 'metrics')
 
   const logger = o.logger === undefined ? console : o.logger
   const l = logger as Partial<Logger>
@@ -195,7 +197,11 @@ export function parseOptions<Req>(
     )
   }
 
-  const lease = parseLease(o, algorithm, store)
+  const leasing = KIT.leasing as { readonly parse: typeof parseLease } | undefined
+  if (leasing === undefined && o.lease !== undefined && o.lease !== false) throw notRegistered('lease', 'a lease', 'leasing')
+  const lease = leasing?.parse(o, algorithm, store)
+  const blockMs = o.blockDuration === undefined ? 0 : parseDuration('blockDuration', o.blockDuration)
+  if (blockMs > 0 && KIT.Lockout === undefined) throw notRegistered('blockDuration', 'a block', 'lockouts')
 
   return Object.freeze({
     lease,
@@ -213,7 +219,7 @@ export function parseOptions<Req>(
       'a function of the request and response returning true when it succeeded',
     ),
     shadow: (o.shadow as boolean | undefined) ?? false,
-    blockMs: o.blockDuration === undefined ? 0 : parseDuration('blockDuration', o.blockDuration),
+    blockMs,
     max: countOrFunction<Req>('max', o.max, 10),
     windowMs: releases && o.window === undefined ? CONCURRENCY_WINDOW_MS : windowMs,
     window: windowFn,
@@ -254,5 +260,7 @@ function wholeMs(clock: (() => number) | undefined): () => number {
 function clientList<Req>(name: string, value: unknown): ClientList | ((req: Req) => MaybePromise<boolean>) | undefined {
   if (value === undefined) return undefined
   if (typeof value === 'function') return value as (req: Req) => MaybePromise<boolean>
-  return new ClientList(name, value)
+  const List = KIT.ClientList as typeof ClientList | undefined
+  if (List === undefined) throw notRegistered(name, 'a list of addresses and ranges', 'clientLists')
+  return new List(name, value)
 }

@@ -1,8 +1,8 @@
-import { ALGORITHMS } from '../algorithms'
 import { MemoryBound } from '../algorithms/memory-bound'
 import type { MemoryTwin } from '../algorithms/protocol'
 import { type Cell, Windows } from '../algorithms/windows'
 import { describeValue, invalidOption, rejectUnknown, TollgateError } from '../errors'
+import { algorithmOf } from '../registry'
 import { unrefTimer } from '../timers'
 import type { AlgorithmName, Logger, Store, StoreCall, StoreResult } from '../types'
 
@@ -207,7 +207,7 @@ export class MemoryStore implements Store {
   private twin(name: AlgorithmName): MemoryTwin {
     let twin = this.twins.get(name)
     if (twin === undefined) {
-      twin = ALGORITHMS[name].memory(this.windows)
+      twin = algorithmOf(name).memory(this.windows)
       this.twins.set(name, twin)
     }
     return twin

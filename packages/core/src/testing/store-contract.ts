@@ -1,4 +1,6 @@
 import assert from 'node:assert/strict'
+import { allFeatures } from '../features'
+import { register } from '../registry'
 import type { AlgorithmName, LimitSpec, Store, StoreCall } from '../types'
 import {
   admit,
@@ -79,6 +81,8 @@ function globalRunner(): ContractRunner {
  * that no other case uses. Calls carry their own time (`now`), so nothing here sleeps.
  */
 export function storeContract(name: string, make: () => ContractStore, options: StoreContractOptions = {}): void {
+  // The memory twins the agreement cases compare with decide every algorithm.
+  register(...allFeatures)
   const { describe, it } = options.runner ?? globalRunner()
   const algorithms = options.algorithms ?? ALL_ALGORITHMS
   describe(`${name} store contract`, () => {

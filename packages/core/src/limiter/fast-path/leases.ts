@@ -7,8 +7,8 @@ import type { LeaseConfig } from '../../options/lease-option'
 import { unrefTimer } from '../../timers'
 import type { Decision, DecisionSource, LeaseRequest, LimitSpec, MaybePromise, Store, StoreErrorPolicy } from '../../types'
 import type { CallParts } from '../call-parts'
+import type { Telemetry } from '../reporting'
 import type { Resilience } from '../resilience'
-import type { Telemetry } from '../telemetry'
 
 /** Keys a limiter keeps a slice for; past it, every slice is given back and the map starts over. */
 const MAX_SLICES = 32_768
@@ -46,7 +46,6 @@ export class Leases {
   }
   private timer: ReturnType<typeof setInterval> | undefined
   private readonly idleMs: number
-  private readonly model: LeaseModel
 
   constructor(
     private readonly lease: LeaseConfig,
@@ -57,15 +56,16 @@ export class Leases {
     private readonly resilience: Resilience,
     private readonly windowMs: number,
     private readonly policy: StoreErrorPolicy,
-    /** The limiter's algorithm, which leases (its `lease`, the model of its units and decisions under a lease). */
-    private readonly algorithm: Algorithm & { readonly lease: LeaseModel },
+    /** The limiter's algorithm, which leases. */
+    private readonly algorithm: Algorithm,
+    /** The model of its units and decisions under a lease (LEASE_MODELS). */
+    private readonly model: LeaseModel,
     private readonly clock: () => number,
     /** The limiter's decision when the store cannot be asked (counting.ts, failed): the fallback, allow or deny. */
     private readonly failed: (clientKey: string, limit: LimitSpec, cost: number, now: number) => Decision,
     /** Reports a refusal (the `limited` event, shadow mode): counting.ts, finish. */
     private readonly finish: (decision: Decision) => Decision,
   ) {
-    this.model = algorithm.lease
     this.idleMs = Math.max(50, Math.min(windowMs / 4, 1000))
   }
 

@@ -12,8 +12,8 @@ import {
 } from '../../types'
 import type { CallParts, CallScope } from '../call-parts'
 import type { RefundLedger } from '../refund-ledger'
+import type { Telemetry } from '../reporting'
 import type { Resilience } from '../resilience'
-import type { Telemetry } from '../telemetry'
 import type { CountPath, PathHost } from './count-path'
 
 /*

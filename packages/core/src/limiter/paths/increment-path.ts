@@ -8,8 +8,8 @@ import { LocalCells } from '../fast-path/local-cells'
 import { MirrorCells, type MirrorEntry } from '../fast-path/mirror-cells'
 import { OverLimit } from '../fast-path/over-limit'
 import type { RefundLedger } from '../refund-ledger'
+import type { Telemetry } from '../reporting'
 import type { Resilience } from '../resilience'
-import type { Telemetry } from '../telemetry'
 import type { CountPath, PathHost } from './count-path'
 
 /*

@@ -1,0 +1,102 @@
+import { concurrency as concurrencyAlgorithm } from './algorithms/concurrency'
+import { gcra as gcraAlgorithm } from './algorithms/gcra'
+import { slidingLog as slidingLogAlgorithm } from './algorithms/sliding-log'
+import { slidingWindow as slidingWindowAlgorithm } from './algorithms/sliding-window'
+import { ClientList } from './client-lists'
+import { Leases } from './limiter/fast-path/leases'
+import { Lockout } from './limiter/lockout'
+import { Metrics } from './limiter/telemetry'
+import { Waiting, waitArguments } from './limiter/waiting'
+import { LEASE_MODELS, parseLease } from './options/lease-option'
+import type { Feature } from './registry'
+
+/*
+ * The features an app registers (registry.ts) when it imports the Limiter of "@tollgate/core/lean" or
+ * "@tollgate/web": `register(gcra, waiting)`. Each is a plain object, so a bundler leaves out every one an
+ * app does not name, and the code only it reaches.
+ */
+
+/** `algorithm: "gcra"`. */
+export const gcra: Feature = {
+  name: 'gcra',
+  install: (kit) => {
+    kit.algorithms.gcra = gcraAlgorithm
+  },
+}
+
+/** `algorithm: "sliding-window"`. */
+export const slidingWindow: Feature = {
+  name: 'slidingWindow',
+  install: (kit) => {
+    kit.algorithms['sliding-window'] = slidingWindowAlgorithm
+  },
+}
+
+/** `algorithm: "sliding-log"`. */
+export const slidingLog: Feature = {
+  name: 'slidingLog',
+  install: (kit) => {
+    kit.algorithms['sliding-log'] = slidingLogAlgorithm
+  },
+}
+
+/** `algorithm: "concurrency"`. */
+export const concurrency: Feature = {
+  name: 'concurrency',
+  install: (kit) => {
+    kit.algorithms.concurrency = concurrencyAlgorithm
+  },
+}
+
+/** The `lease` option. */
+export const leasing: Feature = {
+  name: 'leasing',
+  install: (kit) => {
+    kit.leasing = { parse: parseLease, Leases, models: LEASE_MODELS }
+  },
+}
+
+/** `limiter.wait()`. */
+export const waiting: Feature = {
+  name: 'waiting',
+  install: (kit) => {
+    kit.waiting = { Waiting, args: waitArguments }
+  },
+}
+
+/** The `blockDuration` option. */
+export const lockouts: Feature = {
+  name: 'lockouts',
+  install: (kit) => {
+    kit.Lockout = Lockout
+  },
+}
+
+/** `allowList` and `denyList` given as addresses and CIDR ranges (a function of the request needs nothing). */
+export const clientLists: Feature = {
+  name: 'clientLists',
+  install: (kit) => {
+    kit.ClientList = ClientList
+  },
+}
+
+/** OpenTelemetry metrics (`meterProvider`, or the global MeterProvider) and the `NODE_DEBUG=tollgate` log. */
+export const metrics: Feature = {
+  name: 'metrics',
+  install: (kit) => {
+    kit.Telemetry = Metrics
+  },
+}
+
+/** Every feature: what the Limiter of "@tollgate/core" has. */
+export const allFeatures: readonly Feature[] = [
+  gcra,
+  slidingWindow,
+  slidingLog,
+  concurrency,
+  leasing,
+  waiting,
+  lockouts,
+  clientLists,
+  metrics,
+]

@@ -1,0 +1,94 @@
+import { gcra, Limiter, lockouts, MemoryStore, register, slidingLog, TollgateError, waiting, withRateLimit } from '@tollgate/web'
+
+// @tollgate/web builds on the Limiter of @tollgate/core/lean: the fixed window and the options every limiter
+// reads, and the rest once registered (`register(gcra)`), so a Worker's bundle carries only what it uses
+// (test/web/bundle.test.ts measures it). This file imports nothing else that would register features: each
+// jest test file has modules of its own, so what it sees is what an app on @tollgate/web alone sees. The
+// cases run in order: refused while unregistered, then registered.
+
+const ok = () => new Response('ok')
+const request = () => new Request('http://app.test/', { headers: { 'x-forwarded-for': '203.0.113.9' } })
+const key = (r: Request) => r.headers.get('x-forwarded-for') ?? 'none'
+
+/** The error a construction throws, or undefined. */
+function thrown(make: () => unknown): TollgateError | undefined {
+  try {
+    make()
+  } catch (error) {
+    return error as TollgateError
+  }
+  return undefined
+}
+
+describe('a Limiter of @tollgate/web before anything is registered', () => {
+  it('counts with the fixed window and the memory store', async () => {
+    const handler = withRateLimit(ok, { max: 2, window: '1m', key })
+    expect((await handler(request())).status).toBe(200)
+    expect((await handler(request())).status).toBe(200)
+    const refused = await handler(request())
+    expect(refused.status).toBe(429)
+    expect(refused.headers.get('retry-after')).not.toBeNull()
+  })
+
+  it.each([
+    ['algorithm', { algorithm: 'gcra' }, 'gcra'],
+    ['algorithm', { algorithm: 'sliding-log' }, 'slidingLog'],
+    ['algorithm', { algorithm: 'sliding-window' }, 'slidingWindow'],
+    ['algorithm', { algorithm: 'concurrency' }, 'concurrency'],
+    ['blockDuration', { blockDuration: '1m' }, 'lockouts'],
+    ['allowList', { allowList: ['10.0.0.0/8'] }, 'clientLists'],
+    ['denyList', { denyList: ['203.0.113.9'] }, 'clientLists'],
+    ['meterProvider', { meterProvider: { getMeter: () => ({}) } }, 'metrics'],
+    ['lease', { lease: true }, 'leasing'],
+  ])('refuses %s %j at construction, naming the option and the feature that registers it', (option, options, feature) => {
+    const error = thrown(() => new Limiter({ ...(options as object), store: new MemoryStore() }))
+    expect(error).toBeInstanceOf(TollgateError)
+    expect(error).toMatchObject({ code: 'TG_INVALID_OPTION' })
+    expect(error!.message).toContain(`Invalid option "${option}"`)
+    expect(error!.message).toContain(`register(${feature})`)
+  })
+
+  it('rejects wait(), naming the waiting feature', async () => {
+    const limiter = new Limiter({ max: 1 })
+    await expect(limiter.wait('k', { maxWaitMs: 10 })).rejects.toThrow(/register\(waiting\)/)
+  })
+
+  it('takes the options that need no feature: a list as a function, lease: false', async () => {
+    const limiter = new Limiter({ max: 1, allowList: () => false, lease: false })
+    expect((await limiter.consume('k')).allowed).toBe(true)
+  })
+})
+
+describe('once registered', () => {
+  beforeAll(() => register(gcra, slidingLog, waiting, lockouts))
+
+  it('decides with a registered algorithm', async () => {
+    const clock = { now: 1_000_000 }
+    const limiter = new Limiter({ algorithm: 'sliding-log', max: 2, window: '10s', clock: () => clock.now })
+    expect((await limiter.consume('k')).allowed).toBe(true)
+    clock.now += 1000
+    expect((await limiter.consume('k')).allowed).toBe(true)
+    const refused = await limiter.consume('k')
+    expect(refused).toMatchObject({ allowed: false, retryAfterMs: 9000 })
+    const burst = new Limiter({ algorithm: 'gcra', max: 10, burst: 2 })
+    expect((await burst.consume('k')).remaining).toBe(1)
+  })
+
+  it('waits, and blocks', async () => {
+    const limiter = new Limiter({ max: 1, window: '50ms' })
+    await limiter.consume('k')
+    expect((await limiter.wait('k', { maxWaitMs: 1000 })).allowed).toBe(true)
+    const blocking = new Limiter({ max: 1, window: '1m', blockDuration: '1h' })
+    await blocking.consume('k')
+    expect(await blocking.consume('k')).toMatchObject({ allowed: false })
+    expect((await blocking.consume('k')).retryAfterMs).toBeGreaterThan(60_000)
+  })
+
+  it('still refuses what was not registered', () => {
+    expect(thrown(() => new Limiter({ algorithm: 'concurrency' }))?.message).toContain('register(concurrency)')
+  })
+
+  it('refuses what is not a feature', () => {
+    expect(() => register({} as never)).toThrow(TollgateError)
+  })
+})
