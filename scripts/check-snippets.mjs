@@ -70,6 +70,7 @@ const TSCONFIG = {
     paths: {
       '@tollgate/core': ['packages/core/src/index.ts'],
       '@tollgate/core/adapter': ['packages/core/src/adapter.ts'],
+      '@tollgate/core/lean': ['packages/core/src/lean.ts'],
       '@tollgate/core/store': ['packages/core/src/store.ts'],
       '@tollgate/core/testing': ['packages/core/src/testing.ts'],
       '@tollgate/express': ['packages/express/src/index.ts'],

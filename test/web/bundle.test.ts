@@ -50,14 +50,22 @@ const REDIS_STORE = /Invalid RedisStore options|defineCommand/
 const kb = (bytes: number) => `${(bytes / 1024).toFixed(1)} KB`
 
 /**
- * The issue's budget for @tollgate/web on the memory store, minified and gzipped. Not met: the limiter
- * carries every algorithm's memory twin and every feature its options can turn on (waiting, leasing,
- * lockouts, lists), chosen by option at run time, so no bundler can drop them. (The algorithms' Lua is
- * built only by RedisStore, algorithms/scripts.ts, and is not in it.) The ceiling below keeps the size
- * from growing while that is reworked.
+ * The budget for @tollgate/web on the memory store, minified and gzipped. Not met yet: its limiter leaves
+ * out what an app does not register (the algorithms but the fixed window, waiting, leasing, lockouts,
+ * CIDR lists, metrics), but still carries what only a remote store uses (the failure policy and its
+ * circuit, the fallback's mirror, the over-limit cache) and refunds. The ceiling keeps the size from growing.
  */
 const BUDGET = 20 * 1024
-const CEILING = 31 * 1024
+const CEILING = 23 * 1024
+
+/** Found only in the code of a feature @tollgate/web leaves out until registered (features.ts). */
+const UNREGISTERED: Record<string, RegExp> = {
+  gcra: /name:"gcra"/,
+  slidingLog: /name:"sliding-log"/,
+  leasing: /maxShare/,
+  metrics: /tollgate\.decisions/,
+  clientLists: /CIDR|\/\d+ range/,
+}
 
 describe('core bundled for the browser platform', () => {
   const core = join(distDir('@tollgate/core'), 'index.js')
@@ -106,6 +114,21 @@ describe('@tollgate/web bundled for the browser platform', () => {
 
   it('stays under its ceiling, minified and gzipped', () => {
     expect(worker.gzipped).toBeLessThanOrEqual(CEILING)
+  })
+
+  it('carries no feature the app did not register, and the one it did', async () => {
+    expect(
+      Object.entries(UNREGISTERED)
+        .filter(([, code]) => code.test(worker.text))
+        .map(([name]) => name),
+    ).toEqual([])
+    const registered = await bundle(
+      `import { withRateLimit, register, gcra } from ${JSON.stringify(web)}\nregister(gcra)\n` +
+        `export default { fetch: withRateLimit(() => new Response('ok'), { algorithm: 'gcra', max: 10 }) }`,
+    )
+    console.log(`@tollgate/web with gcra registered: ${kb(registered.gzipped)} gzipped`)
+    expect(registered.text).toMatch(UNREGISTERED.gcra!)
+    expect(registered.text).not.toMatch(UNREGISTERED.slidingLog!)
   })
 
   it.failing('fits the 20 KB budget, minified and gzipped', () => {
