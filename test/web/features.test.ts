@@ -1,4 +1,17 @@
-import { gcra, Limiter, lockouts, MemoryStore, register, slidingLog, TollgateError, waiting, withRateLimit } from '@tollgate/web'
+import {
+  type Decision,
+  gcra,
+  Limiter,
+  lockouts,
+  MemoryStore,
+  register,
+  remoteStores,
+  type Store,
+  slidingLog,
+  TollgateError,
+  waiting,
+  withRateLimit,
+} from '@tollgate/web'
 
 // @tollgate/web builds on the Limiter of @tollgate/core/lean: the fixed window and the options every limiter
 // reads, and the rest once registered (`register(gcra)`), so a Worker's bundle carries only what it uses
@@ -9,6 +22,24 @@ import { gcra, Limiter, lockouts, MemoryStore, register, slidingLog, TollgateErr
 const ok = () => new Response('ok')
 const request = () => new Request('http://app.test/', { headers: { 'x-forwarded-for': '203.0.113.9' } })
 const key = (r: Request) => r.headers.get('x-forwarded-for') ?? 'none'
+
+const quiet = { warn: () => {}, error: () => {} }
+
+/**
+ * A store outside the process, as a store of an app's own would be: its counts in a memory store behind a
+ * promise, failing while `up()` is false.
+ */
+function remote(up: () => boolean = () => true): Store {
+  const inner = new MemoryStore()
+  const later = <T>(f: () => T) => (up() ? Promise.resolve().then(f) : Promise.reject(new Error('store down')))
+  return {
+    local: false,
+    admit: (call) => later(() => inner.admit(call)),
+    increment: (key, cost, windowMs, now) => later(() => inner.increment(key, cost, windowMs, now)),
+    refund: (call) => later(() => inner.refund(call)),
+    forget: (call) => later(() => inner.forget(call)),
+  }
+}
 
 /** The error a construction throws, or undefined. */
 function thrown(make: () => unknown): TollgateError | undefined {
@@ -53,6 +84,13 @@ describe('a Limiter of @tollgate/web before anything is registered', () => {
     await expect(limiter.wait('k', { maxWaitMs: 10 })).rejects.toThrow(/register\(waiting\)/)
   })
 
+  it('refuses a store outside the process, naming remoteStores', () => {
+    const error = thrown(() => new Limiter({ store: remote() }))
+    expect(error).toMatchObject({ code: 'TG_INVALID_OPTION' })
+    expect(error!.message).toContain('Invalid option "store"')
+    expect(error!.message).toContain('register(remoteStores)')
+  })
+
   it('takes the options that need no feature: a list as a function, lease: false', async () => {
     const limiter = new Limiter({ max: 1, allowList: () => false, lease: false })
     expect((await limiter.consume('k')).allowed).toBe(true)
@@ -82,6 +120,20 @@ describe('once registered', () => {
     await blocking.consume('k')
     expect(await blocking.consume('k')).toMatchObject({ allowed: false })
     expect((await blocking.consume('k')).retryAfterMs).toBeGreaterThan(60_000)
+  })
+
+  it('counts in a store outside the process once remoteStores is registered, its failures by onStoreError', async () => {
+    register(remoteStores)
+    let up = true
+    const store = remote(() => up)
+    const limiter = new Limiter({ store, max: 1, window: '1m', onStoreError: 'fallback', logger: quiet })
+    expect(await limiter.consume('k')).toMatchObject({ allowed: true, source: 'store' })
+    expect(await limiter.consume('k')).toMatchObject({ allowed: false, source: 'store' })
+    // A client over its limit is refused without a round trip (the over-limit cache).
+    expect(await limiter.consume('k')).toMatchObject({ allowed: false, source: 'cache' })
+    up = false
+    const failed = (await limiter.consume('j')) as Decision
+    expect(failed).toMatchObject({ allowed: true, source: 'fallback' })
   })
 
   it('still refuses what was not registered', () => {

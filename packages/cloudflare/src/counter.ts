@@ -20,14 +20,13 @@ const JSON_HEADERS = { 'content-type': 'application/json' }
  * restart, each entry deleted by an alarm once its windows have passed (ledger.ts).
  */
 export class TollgateCounter {
-  static {
-    // The object decides every algorithm the Workers' limiters may use, whichever Limiter they import.
-    register(...allFeatures)
-  }
-  private readonly store = new MemoryStore({ sweepIntervalMs: 0 })
+  private readonly store: MemoryStore
   private readonly ledger: Ledger
 
   constructor(state: DurableObjectStateLike, _env?: unknown) {
+    // The object decides every algorithm the Workers' limiters may use, whichever Limiter they import.
+    register(...allFeatures)
+    this.store = new MemoryStore({ sweepIntervalMs: 0 })
     this.ledger = new Ledger(state.storage, this.store)
     // No call is decided before the counts stored by an earlier instance are back.
     void state.blockConcurrencyWhile(() => this.ledger.load())

@@ -1,4 +1,5 @@
 import { type Duration, parseDuration, TollgateError } from '@tollgate/core'
+import { register, remoteStores } from '@tollgate/core/lean'
 import type { Store, StoreCall, StoreResult } from '@tollgate/core/store'
 import { type DurableObjectStubLike, ObjectBatch } from './object-batch'
 import { keyOf, type Operation, ownerOf } from './wire'
@@ -45,6 +46,8 @@ export class DurableObjectStore implements Store {
   private readonly batches = new Map<string, ObjectBatch>()
 
   constructor(options: DurableObjectStoreOptions) {
+    // What a limiter needs of a store outside its process, for the lean Limiter of @tollgate/web too.
+    register(remoteStores)
     if (options === null || typeof options !== 'object') {
       throw new TollgateError(
         `Invalid DurableObjectStore options: expected an object like { namespace: env.TOLLGATE }, got ${options === null ? 'null' : typeof options}`,

@@ -5,6 +5,7 @@ import { slidingWindow as slidingWindowAlgorithm } from './algorithms/sliding-wi
 import { ClientList } from './client-lists'
 import { Leases } from './limiter/fast-path/leases'
 import { Lockout } from './limiter/lockout'
+import { remoteStores } from './limiter/remote'
 import { Metrics } from './limiter/telemetry'
 import { Waiting, waitArguments } from './limiter/waiting'
 import { LEASE_MODELS, parseLease } from './options/lease-option'
@@ -99,4 +100,7 @@ export const allFeatures: readonly Feature[] = [
   lockouts,
   clientLists,
   metrics,
+  remoteStores,
 ]
+
+export { remoteStores }

@@ -29,6 +29,8 @@ export interface Kit {
   ClientList?: unknown
   /** OpenTelemetry metrics (`meterProvider`, or the global provider) and the `NODE_DEBUG=tollgate` log: Metrics (limiter.ts). */
   Telemetry?: unknown
+  /** A store outside the process: limiter/remote.ts, RemoteKit (limiter.ts, increment-path.ts). */
+  remote?: unknown
 }
 
 /** Every algorithm's name, registered or not (the `algorithm` option's values). */

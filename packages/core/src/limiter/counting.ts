@@ -7,13 +7,13 @@ import { KIT } from '../registry'
 import { type AlgorithmName, type Decision, isThenable, type LimitSpec, type MaybePromise, type StoreCall } from '../types'
 import { CallParts, type CallScope, noHashTag } from './call-parts'
 import { Corrections } from './corrections'
+import type { Resilience } from './failures'
 import type { Leases } from './fast-path/leases'
 import type { Lockout } from './lockout'
 import { choosePath } from './paths/choose'
 import type { CountPath, PathHost } from './paths/count-path'
 import { RefundLedger } from './refund-ledger'
 import type { Telemetry } from './reporting'
-import type { Resilience } from './resilience'
 
 /**
  * The one counting path: a client key, max and cost in, a decision out, the store's returned count

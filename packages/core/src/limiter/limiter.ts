@@ -6,9 +6,10 @@ import type { AdapterHooks, Decision, MaybePromise } from '../types'
 import type { CallScope } from './call-parts'
 import { Counting } from './counting'
 import { Emitter } from './emitter'
+import { LocalFailures } from './failures'
+import type { RemoteKit } from './remote'
 import { DecisionEvents, type Telemetry, type TelemetryMaker } from './reporting'
 import { RequestInputs, type ScopeOptions } from './request-inputs'
-import { Resilience } from './resilience'
 import { type NodeResponseLike, type Rejection, ResponseParts } from './response'
 import type { Waiting, WaitOptions, waitArguments } from './waiting'
 
@@ -43,7 +44,12 @@ export class Limiter<Req = unknown> extends Emitter {
     const algorithm = algorithmOf(this.config.algorithm)
     this.releases = algorithm.releases === true
     const emit = (event: string, value?: unknown) => void this.emit(event, value)
-    const resilience = new Resilience(this.config as Config<unknown>, emit)
+    const remote = KIT.remote as RemoteKit | undefined
+    const local = this.config.store.local === true
+    if (!local && remote === undefined) throw notRegistered('store', 'a store outside this process', 'remoteStores')
+    const resilience = local
+      ? new LocalFailures(this.config as Config<unknown>, emit)
+      : new remote!.Resilience(this.config as Config<unknown>, emit)
     this.telemetry = new ((KIT.Telemetry as TelemetryMaker | undefined) ?? DecisionEvents)(
       this.config as Config<unknown>,
       emit,

@@ -1,8 +1,8 @@
 import type { Config } from '../options/parse-options'
 import { type Decision, isThenable, type LimitSpec, type MaybePromise } from '../types'
 import type { CallParts } from './call-parts'
+import type { Resilience } from './failures'
 import type { Telemetry } from './reporting'
-import type { Resilience } from './resilience'
 
 /** What the lockout needs of the counting path it stands in front of (Counting). */
 interface CountingPath {

@@ -3,6 +3,7 @@ import { describeValue } from '../errors'
 import type { Config } from '../options/parse-options'
 import { MemoryStore } from '../stores/memory-store'
 import type { LimitSpec, StoreCall, StoreResult } from '../types'
+import { type Resilience, unavailable } from './failures'
 
 /** After a failure, requests for the failed node go straight to the failure policy for this long before it is tried again. */
 const STORE_RETRY_MS = 1000
@@ -34,7 +35,7 @@ interface NodeState {
  *
  * It returns stores and numbers, never decisions: counting.ts turns them into decisions on its one path.
  */
-export class Resilience {
+export class StoreResilience implements Resilience {
   /** Nodes that failed and have not answered since. */
   private readonly down = new Map<string, NodeState>()
   /** When each node last answered again after failing: a call sent before then is older news than that answer. */
@@ -176,9 +177,7 @@ export class Resilience {
 
   /** The store's answer under `onStoreError: "allow"` or `"deny"`: a full or an exhausted quota. */
   unavailable(algorithm: Algorithm, limits: readonly LimitSpec[], now: number, allow: boolean): StoreResult {
-    const values: number[] = []
-    for (const limit of limits) algorithm.unavailable(limit, now, allow, values)
-    return { allowed: allow, values }
+    return unavailable(algorithm, limits, now, allow)
   }
 
   private nodeOf(storeKey: string): string {

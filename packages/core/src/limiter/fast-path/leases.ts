@@ -7,8 +7,8 @@ import type { LeaseConfig } from '../../options/lease-option'
 import { unrefTimer } from '../../timers'
 import type { Decision, DecisionSource, LeaseRequest, LimitSpec, MaybePromise, Store, StoreErrorPolicy } from '../../types'
 import type { CallParts } from '../call-parts'
+import type { Resilience } from '../failures'
 import type { Telemetry } from '../reporting'
-import type { Resilience } from '../resilience'
 
 /** Keys a limiter keeps a slice for; past it, every slice is given back and the map starts over. */
 const MAX_SLICES = 32_768

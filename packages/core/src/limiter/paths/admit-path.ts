@@ -11,9 +11,9 @@ import {
   type StoreResult,
 } from '../../types'
 import type { CallParts, CallScope } from '../call-parts'
+import type { Resilience } from '../failures'
 import type { RefundLedger } from '../refund-ledger'
 import type { Telemetry } from '../reporting'
-import type { Resilience } from '../resilience'
 import type { CountPath, PathHost } from './count-path'
 
 /*

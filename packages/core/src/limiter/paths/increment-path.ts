@@ -2,14 +2,16 @@ import type { Algorithm } from '../../algorithms'
 import { decide } from '../../algorithms/decision'
 import { windowIndex } from '../../keys'
 import type { Config } from '../../options/parse-options'
+import { KIT } from '../../registry'
 import { type Decision, type DecisionSource, isThenable, type LimitSpec, type MaybePromise, type Store } from '../../types'
 import type { CallParts } from '../call-parts'
+import type { Resilience } from '../failures'
 import { LocalCells } from '../fast-path/local-cells'
-import { MirrorCells, type MirrorEntry } from '../fast-path/mirror-cells'
-import { OverLimit } from '../fast-path/over-limit'
+import type { MirrorCells, MirrorEntry } from '../fast-path/mirror-cells'
+import type { OverLimit } from '../fast-path/over-limit'
 import type { RefundLedger } from '../refund-ledger'
+import type { RemoteKit } from '../remote'
 import type { Telemetry } from '../reporting'
-import type { Resilience } from '../resilience'
 import type { CountPath, PathHost } from './count-path'
 
 /*
@@ -22,7 +24,8 @@ import type { CountPath, PathHost } from './count-path'
  */
 export class IncrementPath implements CountPath {
   /** Clients already over the limit in this window (fast-path/over-limit.ts). */
-  private readonly over = new OverLimit()
+  /** The over-limit cache, for a remote store only. */
+  private readonly over: OverLimit | undefined
   /** The memory store's cells of this limiter's clients (fast-path/local-cells.ts); unset for other stores and with refunds. */
   private readonly cells: LocalCells | undefined
   /** A remote store with the fallback: each client's store key and last returned count (fast-path/mirror-cells.ts), one lookup. */
@@ -46,16 +49,19 @@ export class IncrementPath implements CountPath {
     this.windowMs = config.windowMs
     this.store = config.store
     this.cells = refunds ? undefined : LocalCells.of(config.store, parts)
+    // Registered whenever the store is remote (limiter.ts refuses a remote store otherwise).
+    const kit = KIT.remote as RemoteKit
+    this.over = this.remote ? new kit.OverLimit() : undefined
     this.mirror =
       this.remote && !refunds && config.onStoreError === 'fallback'
-        ? new MirrorCells(parts, resilience.fallback, config.windowMs)
+        ? new kit.MirrorCells(parts, resilience.fallback, config.windowMs)
         : undefined
   }
 
   known(clientKey: string, limit: LimitSpec, cost: number, now: number): Decision | undefined {
     // Off with refunds: a refund elsewhere can bring a count back under the limit.
     if (!this.remote || this.refunds || limit.keyed === true) return undefined
-    const known = this.over.known(clientKey, windowIndex(now, this.windowMs), now)
+    const known = this.over!.known(clientKey, windowIndex(now, this.windowMs), now)
     if (known === undefined || known + cost <= limit.max) return undefined
     return this.fromCount(clientKey, undefined, known + cost, limit, cost, now, 'cache')
   }
@@ -120,7 +126,7 @@ export class IncrementPath implements CountPath {
         count = r.afterFallback(key, windowMs, now, count, cost)
         this.mirror!.keep(entry, count, now)
       }
-      if (count > max && !this.refunds && limit.keyed !== true) this.over.remember(clientKey, count, windowIndex(now, windowMs), now)
+      if (count > max && !this.refunds && limit.keyed !== true) this.over!.remember(clientKey, count, windowIndex(now, windowMs), now)
     }
     const decision = decide(this.algorithm, limit, count - cost, count, count <= max, cost, now, clientKey, source)
     if (this.refunds && decision.allowed && key !== undefined) {
@@ -134,7 +140,7 @@ export class IncrementPath implements CountPath {
   }
 
   forget(clientKey: string): void {
-    this.over.forget(clientKey)
+    this.over?.forget(clientKey)
     this.cells?.forget(clientKey)
     this.mirror?.forget(clientKey)
   }
