@@ -71,6 +71,7 @@ describe('a Limiter of @tollgate/web before anything is registered', () => {
     ['denyList', { denyList: ['203.0.113.9'] }, 'clientLists'],
     ['meterProvider', { meterProvider: { getMeter: () => ({}) } }, 'metrics'],
     ['lease', { lease: true }, 'leasing'],
+    ['actualCost', { actualCost: () => 1 }, 'settling'],
   ])('refuses %s %j at construction, naming the option and the feature that registers it', (option, options, feature) => {
     const error = thrown(() => new Limiter({ ...(options as object), store: new MemoryStore() }))
     expect(error).toBeInstanceOf(TollgateError)
@@ -79,9 +80,13 @@ describe('a Limiter of @tollgate/web before anything is registered', () => {
     expect(error!.message).toContain(`register(${feature})`)
   })
 
-  it('rejects wait(), naming the waiting feature', async () => {
+  it('rejects wait() and settle(), naming their features; refunds and releases need none', async () => {
     const limiter = new Limiter({ max: 1 })
     await expect(limiter.wait('k', { maxWaitMs: 10 })).rejects.toThrow(/register\(waiting\)/)
+    const decision = await limiter.consume('k')
+    await expect(limiter.settle(decision, 1)).rejects.toThrow(/register\(settling\)/)
+    await limiter.refund(decision)
+    expect((await limiter.consume('k')).allowed).toBe(true)
   })
 
   it('refuses a store outside the process, naming remoteStores', () => {

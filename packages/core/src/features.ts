@@ -5,7 +5,9 @@ import { slidingWindow as slidingWindowAlgorithm } from './algorithms/sliding-wi
 import { ClientList } from './client-lists'
 import { Leases } from './limiter/fast-path/leases'
 import { Lockout } from './limiter/lockout'
+import { notLeased } from './limiter/not-leased'
 import { remoteStores } from './limiter/remote'
+import { Settling } from './limiter/settling'
 import { Metrics } from './limiter/telemetry'
 import { Waiting, waitArguments } from './limiter/waiting'
 import { LEASE_MODELS, parseLease } from './options/lease-option'
@@ -53,7 +55,7 @@ export const concurrency: Feature = {
 export const leasing: Feature = {
   name: 'leasing',
   install: (kit) => {
-    kit.leasing = { parse: parseLease, Leases, models: LEASE_MODELS }
+    kit.leasing = { parse: parseLease, Leases, models: LEASE_MODELS, refuse: notLeased }
   },
 }
 
@@ -62,6 +64,14 @@ export const waiting: Feature = {
   name: 'waiting',
   install: (kit) => {
     kit.waiting = { Waiting, args: waitArguments }
+  },
+}
+
+/** The `actualCost` option and `limiter.settle()`. */
+export const settling: Feature = {
+  name: 'settling',
+  install: (kit) => {
+    kit.Settling = Settling
   },
 }
 
@@ -100,6 +110,7 @@ export const allFeatures: readonly Feature[] = [
   lockouts,
   clientLists,
   metrics,
+  settling,
   remoteStores,
 ]
 

@@ -14,6 +14,7 @@ export {
   lockouts,
   metrics,
   remoteStores,
+  settling,
   slidingLog,
   slidingWindow,
   waiting,

@@ -19,7 +19,7 @@ import type { AlgorithmName } from './types'
  */
 export interface Kit {
   readonly algorithms: { -readonly [N in AlgorithmName]?: Algorithm }
-  /** The `lease` option: { parse: parseLease, Leases, models: LEASE_MODELS } (parse-options.ts, counting.ts). */
+  /** The `lease` option: { parse: parseLease, Leases, models: LEASE_MODELS, refuse: notLeased } (parse-options.ts, counting.ts). */
   leasing?: unknown
   /** `limiter.wait()`: { Waiting, args: waitArguments } (limiter.ts). */
   waiting?: unknown
@@ -29,6 +29,8 @@ export interface Kit {
   ClientList?: unknown
   /** OpenTelemetry metrics (`meterProvider`, or the global provider) and the `NODE_DEBUG=tollgate` log: Metrics (limiter.ts). */
   Telemetry?: unknown
+  /** `actualCost` and `limiter.settle()`: the Settling class (counting.ts). */
+  Settling?: unknown
   /** A store outside the process: limiter/remote.ts, RemoteKit (limiter.ts, increment-path.ts). */
   remote?: unknown
 }
@@ -70,9 +72,8 @@ export function register(...features: readonly Feature[]): void {
  */
 export function notRegistered(option: string, value: string, feature: string): TollgateError {
   return new TollgateError(
-    `Invalid option "${option}": ${value} needs the ${feature} feature, which this build leaves out until it is registered ` +
-      `(the Limiter of @tollgate/web and @tollgate/core/lean): import { register, ${feature} } from the package you import the Limiter from, ` +
-      `and call register(${feature}) once before making the limiter`,
+    `Invalid option "${option}": ${value} needs the ${feature} feature, left out of @tollgate/web and @tollgate/core/lean ` +
+      `until registered: import { register, ${feature} } from the package of your Limiter and call register(${feature}) before making it`,
     'TG_INVALID_OPTION',
   )
 }

@@ -40,6 +40,8 @@ export interface Algorithm {
    * releases each admitted request when its response ends, and the window is a unit's longest hold.
    */
   readonly releases?: boolean
+  /** Refuses, by name, the options that mean nothing for it (the `algorithm` option's parse). */
+  checkOptions?(o: Record<string, unknown>): void
   /**
    * A single limit of it is counted by the store's `increment` when the store has one (Store.increment:
    * INCRBY and PEXPIRE in a transaction, the store's numbers being the count it returns).

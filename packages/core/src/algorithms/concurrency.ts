@@ -1,3 +1,4 @@
+import { invalidOption } from '../errors'
 import type { LimitSpec } from '../types'
 import type { Algorithm } from './algorithm'
 import { type MemoryTwin, oneKeyPerLimit, type Verdict } from './protocol'
@@ -67,11 +68,38 @@ function verdict(out: Verdict, limit: LimitSpec, a: number, b: number, cost: num
   out.retryAfterMs = out.fits ? 0 : wait
 }
 
+/**
+ * Options that mean nothing for requests in flight, refused by name rather than ignored: a slot is
+ * held while its request runs, whatever its outcome, and a refused request holds none.
+ */
+function checkOptions(o: Record<string, unknown>): void {
+  const why = 'with algorithm "concurrency"'
+  if (typeof o.window === 'function') {
+    throw invalidOption('window', `a duration ${why} (the longest a request holds its slot), not a function`, o.window)
+  }
+  if (o.blockDuration !== undefined) {
+    throw invalidOption(
+      'blockDuration',
+      `no blockDuration ${why}: a block would refuse the client while its slots are free`,
+      o.blockDuration,
+    )
+  }
+  if (o.actualCost !== undefined) {
+    throw invalidOption('actualCost', `no actualCost ${why}: a request holds one slot while it runs, whatever it costs`, o.actualCost)
+  }
+  for (const flag of ['skipFailedRequests', 'skipSuccessfulRequests'] as const) {
+    if (o[flag] === true) {
+      throw invalidOption(flag, `no ${flag} ${why}: every request frees its slot when its response ends, whatever its status`, o[flag])
+    }
+  }
+}
+
 export const concurrency: Algorithm = {
   name: 'concurrency',
   burst: false,
   refundsByCallId: true,
   releases: true,
+  checkOptions,
   keys: /* @__PURE__ */ oneKeyPerLimit('slots'),
   // A slot is held or free, whatever the units: a settle moves nothing (the limiter refuses actualCost).
   settleKeys: /* @__PURE__ */ oneKeyPerLimit('slots'),

@@ -1,5 +1,4 @@
 import type { Algorithm } from '../algorithms'
-import { TollgateError } from '../errors'
 import { scopedStem, storeKey } from '../keys'
 import { makeLimit } from '../options/limits'
 import type { Config } from '../options/parse-options'
@@ -132,17 +131,4 @@ export class CallParts {
     this.lastLimit = limit
     return limit
   }
-}
-
-/**
- * A store that could not tell it is a Redis Cluster (Store.cluster) refused keys of one call in
- * different slots: without `hashTag` that happens to the requests whose keys differ in slot, so it
- * is a misconfiguration, reported as one, never a failure policy applied to some requests at random.
- */
-export function noHashTag(error: Error): TollgateError {
-  return new TollgateError(
-    `Invalid option "hashTag": limits have keys of their own and the store refused keys of one call in different Redis Cluster slots (${error.message}); give the limiter a hashTag option, a function of the request returning the hash tag its keys share (e.g. (req) => req.user.tenant)`,
-    'TG_INVALID_OPTION',
-    { cause: error },
-  )
 }

@@ -1,19 +1,20 @@
 import type { Algorithm } from '../algorithms'
 import type { LeaseModel } from '../algorithms/algorithm'
 import { decisionOf, deniedDecision, peekOf } from '../algorithms/decision'
-import type { TollgateError } from '../errors'
 import type { Config } from '../options/parse-options'
 import { KIT } from '../registry'
 import { type AlgorithmName, type Decision, isThenable, type LimitSpec, type MaybePromise, type StoreCall } from '../types'
-import { CallParts, type CallScope, noHashTag } from './call-parts'
+import { CallParts, type CallScope } from './call-parts'
 import { Corrections } from './corrections'
 import type { Resilience } from './failures'
 import type { Leases } from './fast-path/leases'
 import type { Lockout } from './lockout'
+import type { notLeased } from './not-leased'
 import { choosePath } from './paths/choose'
 import type { CountPath, PathHost } from './paths/count-path'
 import { RefundLedger } from './refund-ledger'
 import type { Telemetry } from './reporting'
+import type { Settling } from './settling'
 
 /**
  * The one counting path: a client key, max and cost in, a decision out, the store's returned count
@@ -25,8 +26,10 @@ import type { Telemetry } from './reporting'
 export class Counting<Req> implements PathHost {
   /** The store is not in this process: it has a deadline, can fail, and kept refusals apply. */
   private readonly remote: boolean
-  /** Refunds and settles (corrections.ts). */
+  /** Refunds (corrections.ts). */
   readonly corrections: Corrections
+  /** Settles to the actual cost (settling.ts), when the settling feature is registered. */
+  readonly settling: Settling | undefined
   private readonly parts: CallParts
   /** `blockDuration` (lockout.ts): undefined without it. */
   private readonly lockout: Lockout | undefined
@@ -50,11 +53,12 @@ export class Counting<Req> implements PathHost {
       config.store,
       () => resilience.fallback,
       telemetry,
-      config.clock,
       (clientKey) => this.path.forget(clientKey),
       emit,
-      config.lease !== undefined,
+      config.lease === undefined ? undefined : (KIT.leasing as { readonly refuse: typeof notLeased }).refuse,
     )
+    const SettlingOf = KIT.Settling as typeof Settling | undefined
+    this.settling = SettlingOf === undefined ? undefined : new SettlingOf(config as Config<unknown>, this.corrections)
     // Registered whenever the options asked for them (parse-options.ts refuses them otherwise).
     const LockoutOf = KIT.Lockout as typeof Lockout
     this.lockout = config.blockMs > 0 ? new LockoutOf(config as Config<unknown>, this, this.parts, resilience, telemetry, emit) : undefined
@@ -207,8 +211,9 @@ export class Counting<Req> implements PathHost {
   /** The store failed (or the circuit is open: `error` undefined): decide by the failure policy. */
   failed(error: unknown, clientKey: string, limit: LimitSpec, cost: number, now: number, scope?: CallScope): Decision {
     const c = this.config
-    if (scope !== undefined && c.hashTag === undefined && error instanceof Error && /\bCROSSSLOT\b/.test(error.message)) {
-      throw this.misconfigured(noHashTag(error))
+    if (scope !== undefined && c.hashTag === undefined) {
+      const problem = this.resilience.misconfigured(error)
+      if (problem !== undefined) throw problem
     }
     if (error !== undefined) this.resilience.failed(error, scope?.storeKey ?? this.parts.storeKey(clientKey), now)
     if (c.onStoreError === 'fallback') {
@@ -227,16 +232,6 @@ export class Counting<Req> implements PathHost {
     const numbers = this.resilience.unavailable(this.algorithm, call.limits, now, c.onStoreError === 'allow')
     return this.finish(decisionOf(this.algorithm, call, numbers, clientKey, c.onStoreError))
   }
-
-  /** Logs a misconfiguration once, and gives it back to throw. */
-  private misconfigured(problem: TollgateError): TollgateError {
-    if (!this.crossSlotLogged) {
-      this.crossSlotLogged = true
-      this.config.logger.error(`Tollgate: ${problem.detail}`, problem.cause)
-    }
-    return problem
-  }
-  private crossSlotLogged = false
 
   /** Reports a refusal; in shadow mode the verdict is reported (headers, events) but never enforced. */
   finish(decision: Decision): Decision {

@@ -1,4 +1,5 @@
 import type { Algorithm } from '../algorithms'
+import type { TollgateError } from '../errors'
 import type { Config } from '../options/parse-options'
 import { MemoryStore } from '../stores/memory-store'
 import type { LimitSpec, StoreCall, StoreResult } from '../types'
@@ -33,6 +34,11 @@ export interface Resilience {
   fellBack(now: number): void
   /** The store's answer under `onStoreError: "allow"` or `"deny"`: a full or an exhausted quota. */
   unavailable(algorithm: Algorithm, limits: readonly LimitSpec[], now: number, allow: boolean): StoreResult
+  /**
+   * The misconfiguration a failed call over per-limit keys without `hashTag` reveals, to throw rather than
+   * apply the failure policy (a Redis Cluster's CROSSSLOT), logged once; undefined for any other failure.
+   */
+  misconfigured(error: unknown): TollgateError | undefined
 }
 
 /** The store's answer under `onStoreError: "allow"` or `"deny"`: a full or an exhausted quota. */
@@ -93,5 +99,9 @@ export class LocalFailures implements Resilience {
 
   unavailable(algorithm: Algorithm, limits: readonly LimitSpec[], now: number, allow: boolean): StoreResult {
     return unavailable(algorithm, limits, now, allow)
+  }
+
+  misconfigured(): undefined {
+    return undefined
   }
 }

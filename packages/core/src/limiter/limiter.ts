@@ -61,7 +61,7 @@ export class Limiter<Req = unknown> extends Emitter {
       this.config,
       (name, error) => this.inputs.requestError(name, error),
       (decision) => this.refund(decision),
-      (decision, actualCost) => this.settle(decision, actualCost),
+      this.counting.settling,
     )
     warnOnSharedPrefix(this.config)
   }
@@ -172,7 +172,9 @@ export class Limiter<Req = unknown> extends Emitter {
    * `storeError` event, as for `refund`.
    */
   settle(decision: Decision, actualCost: number): Promise<void> {
-    return this.counting.corrections.settleAsked(decision, actualCost)
+    const settling = this.counting.settling
+    if (settling === undefined) return Promise.reject(notRegistered('settle', 'limiter.settle()', 'settling'))
+    return settling.asked(decision, actualCost)
   }
 
   /**

@@ -1,5 +1,5 @@
 import type { Algorithm } from '../algorithms'
-import { describeValue } from '../errors'
+import { describeValue, TollgateError } from '../errors'
 import type { Config } from '../options/parse-options'
 import { MemoryStore } from '../stores/memory-store'
 import type { LimitSpec, StoreCall, StoreResult } from '../types'
@@ -180,13 +180,34 @@ export class StoreResilience implements Resilience {
     return unavailable(algorithm, limits, now, allow)
   }
 
+  misconfigured(error: unknown): TollgateError | undefined {
+    if (!(error instanceof Error) || !/\bCROSSSLOT\b/.test(error.message)) return undefined
+    const problem = noHashTag(error)
+    this.warnOnce('crossslot', `Tollgate: ${problem.detail}`, 'error', error)
+    return problem
+  }
+
   private nodeOf(storeKey: string): string {
     return this.config.store.nodeOf?.(storeKey) ?? ''
   }
 
-  private warnOnce(id: string, message: string): void {
+  private warnOnce(id: string, message: string, level: 'warn' | 'error' = 'warn', cause?: unknown): void {
     if (this.warned.has(id)) return
     this.warned.add(id)
-    this.config.logger.warn(message)
+    if (level === 'error') this.config.logger.error(message, cause)
+    else this.config.logger.warn(message)
   }
+}
+
+/**
+ * A store that could not tell it is a Redis Cluster (Store.cluster) refused keys of one call in
+ * different slots: without `hashTag` that happens to the requests whose keys differ in slot, so it
+ * is a misconfiguration, reported as one, never a failure policy applied to some requests at random.
+ */
+function noHashTag(error: Error): TollgateError {
+  return new TollgateError(
+    `Invalid option "hashTag": limits have keys of their own and the store refused keys of one call in different Redis Cluster slots (${error.message}); give the limiter a hashTag option, a function of the request returning the hash tag its keys share (e.g. (req) => req.user.tenant)`,
+    'TG_INVALID_OPTION',
+    { cause: error },
+  )
 }

@@ -1,13 +1,12 @@
 import { describeDuration } from '../duration'
-import { describeValue } from '../errors'
 import { rateLimitHeaders } from '../headers'
-import { isCount } from '../options/checks'
 import type { LimiterOptions } from '../options/limiter-options'
 import type { Config } from '../options/parse-options'
 import { algorithmOf } from '../registry'
 import { STATUS_TITLES } from '../status-titles'
 import { type Decision, isThenable, type MaybePromise, type Policy } from '../types'
 import { HeaderRecords } from './fast-path/header-records'
+import type { Settling } from './settling'
 
 /** The body of a refused request, ready to send. */
 export interface Rejection {
@@ -47,7 +46,6 @@ const refusalDetail = (d: Decision): string =>
     ? `Too many requests in flight: the limit is ${d.limit} at once. Retry after the number of seconds in the Retry-After header.`
     : `Too many requests: the limit is ${d.limit} per ${describeDuration(d.policy.windowMs)}. Retry after the number of seconds in the Retry-After header.`
 const denialDetail = (): string => 'This client may not make requests here.'
-const describeFailure = (e: unknown): string => (e instanceof Error ? e.message : describeValue(e))
 
 /**
  * What a decision looks like on the wire: the header record, the refusal (status, content type,
@@ -63,14 +61,12 @@ export class ResponseParts<Req> {
   /** Each admitted request holds what it counted until its response ends (algorithm "concurrency"). */
   private readonly releases: boolean
 
-  /** The `actualCost` option's failures are logged once. */
-  private actualCostWarned = false
-
   constructor(
     private readonly config: Config<Req>,
     private readonly onError: (name: string, error: unknown) => void,
     private readonly refund: (decision: Decision) => Promise<void>,
-    private readonly settle: (decision: Decision, actualCost: number) => Promise<void>,
+    /** `actualCost` (settling.ts): registered whenever the option is set (parse-options.ts refuses it otherwise). */
+    private readonly settling: Settling | undefined,
   ) {
     const draft8 = config.headers === 'draft-8' && !config.legacyHeaders && config.headersOn !== 'refused'
     this.records = new HeaderRecords(draft8, config.legacyHeaders, (decisions) => this.build(decisions))
@@ -169,12 +165,12 @@ export class ResponseParts<Req> {
       return
     }
     if (!c.skipFailedRequests && !c.skipSuccessfulRequests) {
-      this.settleActual(req, res, decision)
+      this.settling?.afterResponse(req, res, decision)
       return
     }
     const settle = (succeeded: boolean) => {
       if (succeeded ? c.skipSuccessfulRequests : c.skipFailedRequests) void this.refund(decision)
-      else if (c.actualCost !== undefined) this.settleActual(req, res, decision)
+      else if (c.actualCost !== undefined) this.settling?.afterResponse(req, res, decision)
     }
     try {
       const verdict = c.requestWasSuccessful === undefined ? statusCode < 400 : c.requestWasSuccessful(req, res)
@@ -187,41 +183,6 @@ export class ResponseParts<Req> {
     } catch (error) {
       this.onError('requestWasSuccessful', error)
     }
-  }
-
-  /** Settles the decision to what `actualCost` returns; a failure or a bad value leaves it at its estimate, logged once. */
-  private settleActual(req: Req, res: unknown, decision: Decision): void {
-    const actualCost = this.config.actualCost
-    if (actualCost === undefined) return
-    try {
-      const value = actualCost(req, res)
-      if (isThenable(value))
-        value.then(
-          (v) => this.settleTo(decision, v),
-          (e) => this.actualCostFailed(`rejected with ${describeFailure(e)}`, e),
-        )
-      else this.settleTo(decision, value)
-    } catch (error) {
-      this.actualCostFailed(`threw ${describeFailure(error)}`, error)
-    }
-  }
-
-  private settleTo(decision: Decision, value: unknown): void {
-    if (!isCount(value)) {
-      this.actualCostFailed(`returned ${describeValue(value)}, expected a whole number ≥ 0`)
-      return
-    }
-    // Store failures are reported as storeError events by the limiter; nothing else can reject.
-    this.settle(decision, value).catch((e) => this.actualCostFailed(`could not settle: ${describeFailure(e)}`, e))
-  }
-
-  private actualCostFailed(problem: string, cause?: unknown): void {
-    if (this.actualCostWarned) return
-    this.actualCostWarned = true
-    this.config.logger.error(
-      `Tollgate: option "actualCost" ${problem}; such requests keep their estimated cost [TG_INVALID_REQUEST_VALUE]`,
-      cause,
-    )
   }
 
   private render(body: string | Record<string, unknown>, status: number, problem = false): Rejection {

@@ -28,37 +28,11 @@ export function parseAlgorithm(o: Record<string, unknown>): AlgorithmChoice {
   const chosen = algorithmOf(algorithm as AlgorithmName)
   const takesBurst = chosen.burst
   const releases = chosen.releases === true
-  if (releases) checkConcurrency(o)
+  chosen.checkOptions?.(o)
   const burst = o.burst
   if (burst !== undefined) {
     if (typeof burst !== 'number' || !Number.isSafeInteger(burst) || burst < 1) throw invalidOption('burst', 'a whole number ≥ 1', burst)
     if (!takesBurst) throw invalidOption('burst', 'no burst unless algorithm is "gcra"', burst)
   }
   return { algorithm: algorithm as AlgorithmName, takesBurst, releases, burst: burst as number | undefined }
-}
-
-/**
- * Options that mean nothing for requests in flight, refused by name rather than ignored: a slot is
- * held while its request runs, whatever its outcome, and a refused request holds none.
- */
-function checkConcurrency(o: Record<string, unknown>): void {
-  const why = 'with algorithm "concurrency"'
-  if (typeof o.window === 'function') {
-    throw invalidOption('window', `a duration ${why} (the longest a request holds its slot), not a function`, o.window)
-  }
-  if (o.blockDuration !== undefined) {
-    throw invalidOption(
-      'blockDuration',
-      `no blockDuration ${why}: a block would refuse the client while its slots are free`,
-      o.blockDuration,
-    )
-  }
-  if (o.actualCost !== undefined) {
-    throw invalidOption('actualCost', `no actualCost ${why}: a request holds one slot while it runs, whatever it costs`, o.actualCost)
-  }
-  for (const flag of ['skipFailedRequests', 'skipSuccessfulRequests'] as const) {
-    if (o[flag] === true) {
-      throw invalidOption(flag, `no ${flag} ${why}: every request frees its slot when its response ends, whatever its status`, o[flag])
-    }
-  }
 }

@@ -190,6 +190,7 @@ export function parseOptions<Req>(
     o.actualCost,
     'a function of the request and response returning the units the request really used',
   )
+  if (actualCost !== undefined && KIT.Settling === undefined) throw notRegistered('actualCost', 'a settle', 'settling')
   if (actualCost !== undefined && typeof store.settle !== 'function') {
     throw new TollgateError(
       'Invalid option "actualCost": the store has no settle(), so a request cannot be settled to its actual cost; use a store with settle() (MemoryStore and RedisStore have it), or leave actualCost out',
