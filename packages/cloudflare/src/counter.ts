@@ -1,5 +1,4 @@
-import { MemoryStore } from '@tollgate/core'
-import { allFeatures, register } from '@tollgate/core/lean'
+import { MemoryStore } from '@tollgate/core/lean'
 import { type DurableObjectStorageLike, Ledger } from './ledger'
 import type { Answer, Operation } from './wire'
 
@@ -17,15 +16,16 @@ const JSON_HEADERS = { 'content-type': 'application/json' }
  * tag) and handles one call at a time, so every call on those keys is decided atomically, whichever
  * Worker instance sends it. It decides with a MemoryStore, the algorithms' memory twins, so its answers are
  * the memory store's and the Redis store's for the same calls; and it stores what it needs to survive a
- * restart, each entry deleted by an alarm once its windows have passed (ledger.ts).
+ * restart, each entry deleted by an alarm once its windows have passed (ledger.ts). The object runs the
+ * Worker's own script, so it has the algorithms the script registers at its top level (or all of them, with
+ * the Limiter of @tollgate/core): it registers nothing itself, which would hand every feature to the lean
+ * limiters of its isolate, and their bundle.
  */
 export class TollgateCounter {
   private readonly store: MemoryStore
   private readonly ledger: Ledger
 
   constructor(state: DurableObjectStateLike, _env?: unknown) {
-    // The object decides every algorithm the Workers' limiters may use, whichever Limiter they import.
-    register(...allFeatures)
     this.store = new MemoryStore({ sweepIntervalMs: 0 })
     this.ledger = new Ledger(state.storage, this.store)
     // No call is decided before the counts stored by an earlier instance are back.

@@ -1,5 +1,4 @@
-import { type Duration, parseDuration, TollgateError } from '@tollgate/core'
-import { register, remoteStores } from '@tollgate/core/lean'
+import { type Duration, parseDuration, register, remoteStores, TollgateError } from '@tollgate/core/lean'
 import type { Store, StoreCall, StoreResult } from '@tollgate/core/store'
 import { type DurableObjectStubLike, ObjectBatch } from './object-batch'
 import { keyOf, type Operation, ownerOf } from './wire'

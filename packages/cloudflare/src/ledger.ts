@@ -1,4 +1,4 @@
-import { MemoryStore } from '@tollgate/core'
+import { MemoryStore } from '@tollgate/core/lean'
 import type { StoreCall, StoreResult } from '@tollgate/core/store'
 
 /*

@@ -3,14 +3,18 @@ import { gcra as gcraAlgorithm } from './algorithms/gcra'
 import { slidingLog as slidingLogAlgorithm } from './algorithms/sliding-log'
 import { slidingWindow as slidingWindowAlgorithm } from './algorithms/sliding-window'
 import { ClientList } from './client-lists'
+import type { LeaseCounting } from './limiter/counting'
 import { Leases } from './limiter/fast-path/leases'
+import type { WaitingKit } from './limiter/limiter'
 import { Lockout } from './limiter/lockout'
 import { notLeased } from './limiter/not-leased'
 import { remoteStores } from './limiter/remote'
+import type { TelemetryMaker } from './limiter/reporting'
 import { Settling } from './limiter/settling'
 import { Metrics } from './limiter/telemetry'
 import { Waiting, waitArguments } from './limiter/waiting'
 import { LEASE_MODELS, parseLease } from './options/lease-option'
+import type { LeaseParsing } from './options/parse-options'
 import type { Feature } from './registry'
 
 /*
@@ -55,7 +59,7 @@ export const concurrency: Feature = {
 export const leasing: Feature = {
   name: 'leasing',
   install: (kit) => {
-    kit.leasing = { parse: parseLease, Leases, models: LEASE_MODELS, refuse: notLeased }
+    kit.leasing = { parse: parseLease, Leases, models: LEASE_MODELS, refuse: notLeased } satisfies LeaseParsing & LeaseCounting
   },
 }
 
@@ -63,7 +67,7 @@ export const leasing: Feature = {
 export const waiting: Feature = {
   name: 'waiting',
   install: (kit) => {
-    kit.waiting = { Waiting, args: waitArguments }
+    kit.waiting = { Waiting, args: waitArguments } satisfies WaitingKit
   },
 }
 
@@ -95,7 +99,7 @@ export const clientLists: Feature = {
 export const metrics: Feature = {
   name: 'metrics',
   install: (kit) => {
-    kit.Telemetry = Metrics
+    kit.Telemetry = Metrics satisfies TelemetryMaker
   },
 }
 

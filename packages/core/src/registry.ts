@@ -35,11 +35,20 @@ export interface Kit {
   remote?: unknown
 }
 
+/** The global the table is kept under, named by the shape of Kit (a later shape takes a new name). */
+const KIT_KEY: unique symbol = Symbol.for('tollgate.kit.1')
+
 /** Every algorithm's name, registered or not (the `algorithm` option's values). */
 export const ALGORITHM_NAMES: readonly AlgorithmName[] = ['fixed-window', 'sliding-window', 'gcra', 'sliding-log', 'concurrency']
 
-/** The features this process's limiters have: the fixed window alone until others are registered. */
-export const KIT: Kit = { algorithms: { 'fixed-window': fixedWindow } }
+/**
+ * The features this process's limiters have: the fixed window alone until others are registered. One
+ * table per process, on globalThis: an app that loads Tollgate both as ESM and as CommonJS (two copies of
+ * this module) still has one, so a store of one copy decides the algorithms a limiter of the other registered.
+ */
+const shared = globalThis as { [KIT_KEY]?: Kit }
+export const KIT: Kit = shared[KIT_KEY] ?? { algorithms: { 'fixed-window': fixedWindow } }
+shared[KIT_KEY] = KIT
 
 /** A part of Tollgate an app registers to use (features.ts): `register(gcra, waiting)`. */
 export interface Feature {

@@ -1,4 +1,4 @@
-import { TollgateError } from '@tollgate/core'
+import { TollgateError } from '@tollgate/core/lean'
 import type { RedisClientLike } from '@tollgate/core/store'
 
 /*

@@ -1,5 +1,4 @@
-import { type Duration, RedisStore, TollgateError } from '@tollgate/core'
-import { register, remoteStores } from '@tollgate/core/lean'
+import { type Duration, RedisStore, TollgateError } from '@tollgate/core/lean'
 import { asRedisClient, type UpstashClientLike } from './client'
 
 export interface UpstashStoreOptions {
@@ -35,8 +34,6 @@ const OPTION_KEYS = ['client', 'timeout', 'batch']
  */
 export class UpstashStore extends RedisStore {
   constructor(options: UpstashStoreOptions) {
-    // What a limiter needs of a store outside its process, for the lean Limiter of @tollgate/web too.
-    register(remoteStores)
     if (options === null || typeof options !== 'object') {
       throw new TollgateError(
         `Invalid UpstashStore options: expected an object like { client }, got ${options === null ? 'null' : typeof options}`,

@@ -16,6 +16,13 @@ import { RefundLedger } from './refund-ledger'
 import type { Telemetry } from './reporting'
 import type { Settling } from './settling'
 
+/** What counting reads of the leasing feature's slot (features.ts writes it, checked against this). */
+export interface LeaseCounting {
+  readonly Leases: typeof Leases
+  readonly models: { readonly [N in AlgorithmName]?: LeaseModel }
+  readonly refuse: typeof notLeased
+}
+
 /**
  * The one counting path: a client key, max and cost in, a decision out, the store's returned count
  * (or counts) its only input. How it counts is picked once, here, at construction (paths/count-path.ts):
@@ -55,16 +62,14 @@ export class Counting<Req> implements PathHost {
       telemetry,
       (clientKey) => this.path.forget(clientKey),
       emit,
-      config.lease === undefined ? undefined : (KIT.leasing as { readonly refuse: typeof notLeased }).refuse,
+      config.lease === undefined ? undefined : (KIT.leasing as LeaseCounting).refuse,
     )
     const SettlingOf = KIT.Settling as typeof Settling | undefined
     this.settling = SettlingOf === undefined ? undefined : new SettlingOf(config as Config<unknown>, this.corrections)
     // Registered whenever the options asked for them (parse-options.ts refuses them otherwise).
     const LockoutOf = KIT.Lockout as typeof Lockout
     this.lockout = config.blockMs > 0 ? new LockoutOf(config as Config<unknown>, this, this.parts, resilience, telemetry, emit) : undefined
-    const leasing = KIT.leasing as
-      | { readonly Leases: typeof Leases; readonly models: { readonly [N in AlgorithmName]?: LeaseModel } }
-      | undefined
+    const leasing = KIT.leasing as LeaseCounting | undefined
     const model = leasing?.models[algorithm.name]
     this.leases =
       config.lease !== undefined && this.remote && model !== undefined

@@ -13,6 +13,12 @@ import { RequestInputs, type ScopeOptions } from './request-inputs'
 import { type NodeResponseLike, type Rejection, ResponseParts } from './response'
 import type { Waiting, WaitOptions, waitArguments } from './waiting'
 
+/** What `wait()` reads of the waiting feature's slot (features.ts writes it, checked against this). */
+export interface WaitingKit {
+  readonly Waiting: typeof Waiting
+  readonly args: typeof waitArguments
+}
+
 /** Prefixes in use per store in this process, to warn when two limiters would count into the same keys. */
 const prefixesInUse = new WeakMap<object, Set<string>>()
 
@@ -136,7 +142,7 @@ export class Limiter<Req = unknown> extends Emitter {
    * `retryAfterMs` before trying again. Rejects with a TollgateError naming a bad argument.
    */
   wait(key: string, options: WaitOptions): Promise<Decision> {
-    const waiting = KIT.waiting as { readonly Waiting: typeof Waiting; readonly args: typeof waitArguments } | undefined
+    const waiting = KIT.waiting as WaitingKit | undefined
     if (waiting === undefined) return Promise.reject(notRegistered('wait', 'limiter.wait()', 'waiting'))
     let args: ReturnType<typeof waiting.args>
     let t: Target

@@ -13,6 +13,11 @@ import { guessOption } from './peer-names'
 import { parseResponseOptions } from './response-options'
 import { parseStore } from './store-option'
 
+/** What parsing reads of the leasing feature's slot (features.ts writes it, checked against this). */
+export interface LeaseParsing {
+  readonly parse: typeof parseLease
+}
+
 /** Options after validation: every default filled in, frozen, never re-checked per request. */
 export interface Config<Req> {
   readonly max: number | ((req: Req) => MaybePromise<number>)
@@ -198,7 +203,7 @@ export function parseOptions<Req>(
     )
   }
 
-  const leasing = KIT.leasing as { readonly parse: typeof parseLease } | undefined
+  const leasing = KIT.leasing as LeaseParsing | undefined
   if (leasing === undefined && o.lease !== undefined && o.lease !== false) throw notRegistered('lease', 'a lease', 'leasing')
   const lease = leasing?.parse(o, algorithm, store)
   const blockMs = o.blockDuration === undefined ? 0 : parseDuration('blockDuration', o.blockDuration)
