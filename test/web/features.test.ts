@@ -4,6 +4,7 @@ import {
   Limiter,
   lockouts,
   MemoryStore,
+  optionHints,
   register,
   remoteStores,
   type Store,
@@ -94,6 +95,15 @@ describe('a Limiter of @tollgate/web before anything is registered', () => {
     expect(error).toMatchObject({ code: 'TG_INVALID_OPTION' })
     expect(error!.message).toContain('Invalid option "store"')
     expect(error!.message).toContain('register(remoteStores)')
+  })
+
+  it("refuses an unknown option, listing the known ones; the guess of another limiter's name comes with optionHints", () => {
+    const before = thrown(() => new Limiter({ windowMs: 1000 } as object))
+    expect(before).toMatchObject({ code: 'TG_UNKNOWN_OPTION' })
+    expect(before!.message).toContain('known options: ')
+    expect(before!.message).not.toContain('did you mean')
+    register(optionHints)
+    expect(thrown(() => new Limiter({ windowMs: 1000 } as object))!.message).toContain('(did you mean "window"?)')
   })
 
   it('takes the options that need no feature: a list as a function, lease: false', async () => {

@@ -15,6 +15,7 @@ import { Metrics } from './limiter/telemetry'
 import { Waiting, waitArguments } from './limiter/waiting'
 import { LEASE_MODELS, parseLease } from './options/lease-option'
 import type { LeaseParsing } from './options/parse-options'
+import { guessOption } from './options/peer-names'
 import type { Feature } from './registry'
 
 /*
@@ -79,6 +80,17 @@ export const settling: Feature = {
   },
 }
 
+/**
+ * The "did you mean" of an unknown option: another limiter's name for it (express-rate-limit's `windowMs`,
+ * rate-limiter-flexible's `points`...) or a near spelling. Without it the error still lists the known options.
+ */
+export const optionHints: Feature = {
+  name: 'optionHints',
+  install: (kit) => {
+    kit.optionHints = guessOption
+  },
+}
+
 /** The `blockDuration` option. */
 export const lockouts: Feature = {
   name: 'lockouts',
@@ -114,6 +126,7 @@ export const allFeatures: readonly Feature[] = [
   lockouts,
   clientLists,
   metrics,
+  optionHints,
   settling,
   remoteStores,
 ]

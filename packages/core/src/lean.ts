@@ -13,6 +13,7 @@ export {
   leasing,
   lockouts,
   metrics,
+  optionHints,
   remoteStores,
   settling,
   slidingLog,

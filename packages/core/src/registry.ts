@@ -31,6 +31,8 @@ export interface Kit {
   Telemetry?: unknown
   /** `actualCost` and `limiter.settle()`: the Settling class (counting.ts). */
   Settling?: unknown
+  /** The "did you mean" of an unknown option, from other limiters' names and near spellings: guessOption (parse-options.ts). */
+  optionHints?: unknown
   /** A store outside the process: limiter/remote.ts, RemoteKit (limiter.ts, increment-path.ts). */
   remote?: unknown
 }
@@ -81,8 +83,8 @@ export function register(...features: readonly Feature[]): void {
  */
 export function notRegistered(option: string, value: string, feature: string): TollgateError {
   return new TollgateError(
-    `Invalid option "${option}": ${value} needs the ${feature} feature, left out of @tollgate/web and @tollgate/core/lean ` +
-      `until registered: import { register, ${feature} } from the package of your Limiter and call register(${feature}) before making it`,
+    `Invalid option "${option}": ${value} needs the ${feature} feature, which this Limiter (@tollgate/web, @tollgate/core/lean) ` +
+      `has once registered: call register(${feature}) first, both imported from its package`,
     'TG_INVALID_OPTION',
   )
 }

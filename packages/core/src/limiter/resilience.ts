@@ -1,5 +1,5 @@
 import type { Algorithm } from '../algorithms'
-import { describeValue, TollgateError } from '../errors'
+import { describeValue, invalidOption, TollgateError } from '../errors'
 import type { Config } from '../options/parse-options'
 import { MemoryStore } from '../stores/memory-store'
 import type { LimitSpec, StoreCall, StoreResult } from '../types'
@@ -51,6 +51,15 @@ export class StoreResilience implements Resilience {
     private readonly config: Config<unknown>,
     private readonly emit: (event: string, value?: unknown) => void,
   ) {
+    // Per-limit keys without a shared hash tag land in different slots: Redis Cluster refuses such a
+    // script (CROSSSLOT), for the requests whose keys happen to differ in slot. Refused here, for all.
+    if (config.limitKeys !== undefined && config.hashTag === undefined && config.store.cluster === true) {
+      throw invalidOption(
+        'hashTag',
+        'a function of the request returning the hash tag its keys share (e.g. (req) => req.user.tenant): the store is a Redis Cluster and limits have keys of their own',
+        undefined,
+      )
+    }
     // Created up front when it will mirror the store's counts (see above).
     if (!config.store.local && config.onStoreError === 'fallback') this.fallbackStore = new MemoryStore({ logger: config.logger })
   }

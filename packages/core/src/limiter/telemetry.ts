@@ -1,4 +1,4 @@
-import { TollgateError } from '../errors'
+import { invalidOption, TollgateError } from '../errors'
 import { hex, hmacSha256 } from '../hashes'
 import type { Config } from '../options/parse-options'
 import {
@@ -144,6 +144,10 @@ export class Metrics implements Telemetry {
     /** How many store nodes have an open circuit now (resilience.ts). */
     readonly degradedNodes: () => number,
   ) {
+    const provider: unknown = config.meterProvider
+    if (provider !== undefined && (provider === null || typeof (provider as Partial<MeterProviderLike>).getMeter !== 'function')) {
+      throw invalidOption('meterProvider', 'an OpenTelemetry MeterProvider (an object with getMeter())', provider)
+    }
     if (config.meterProvider !== undefined) this.use(config.meterProvider, undefined)
     else {
       loadApi()

@@ -9,7 +9,7 @@ import { checkPolicyName, countOrFunction, isPlainObject, optionalFunction } fro
 import type { LeaseConfig, parseLease } from './lease-option'
 import type { LimiterOptions } from './limiter-options'
 import { type LimitKey, parseLimits } from './limits'
-import { guessOption } from './peer-names'
+import type { guessOption } from './peer-names'
 import { parseResponseOptions } from './response-options'
 import { parseStore } from './store-option'
 
@@ -120,7 +120,9 @@ export function parseOptions<Req>(
   const o = (options ?? {}) as Record<string, unknown>
   if (!isPlainObject(o)) throw invalidOption('options', 'an object of options', options)
   const known = [...CORE_KEYS, ...adapterKeys]
-  rejectUnknown('', o, known, (name) => guessOption(name, known))
+  // The hints for an option carried over from another limiter come with the optionHints feature.
+  const hints = KIT.optionHints as typeof guessOption | undefined
+  rejectUnknown('', o, known, hints && ((name) => hints(name, known)))
 
   const windowFn = typeof o.window === 'function' ? (o.window as (req: Req) => MaybePromise<Duration>) : undefined
   const windowMs = o.window === undefined || windowFn !== undefined ? 1000 : parseDuration('window', o.window)
@@ -144,13 +146,8 @@ export function parseOptions<Req>(
 
   const name = checkPolicyName('name', o.name)
 
+  // Checked by the metrics feature, when the limiter is made (telemetry.ts).
   const meterProvider = o.meterProvider
-  if (
-    meterProvider !== undefined &&
-    (meterProvider === null || typeof (meterProvider as Partial<MeterProviderLike>).getMeter !== 'function')
-  ) {
-    throw invalidOption('meterProvider', 'an OpenTelemetry MeterProvider (an object with getMeter())', meterProvider)
-  }
   if (meterProvider !== undefined && KIT.Telemetry === undefined) throw notRegistered('meterProvider', 'a MeterProvider', 'metrics')
 
   const logger = o.logger === undefined ? console : o.logger
@@ -176,15 +173,8 @@ export function parseOptions<Req>(
     // the lockout is not offered with per-limit keys.
     if (o.blockDuration !== undefined)
       throw invalidOption('blockDuration', 'no blockDuration with limits that have keys of their own', o.blockDuration)
-    // Per-limit keys without a shared hash tag land in different slots: Redis Cluster refuses such a
-    // script (CROSSSLOT), for the requests whose keys happen to differ in slot. Refused here, for all.
-    if (hashTag === undefined && store.cluster === true) {
-      throw invalidOption(
-        'hashTag',
-        'a function of the request returning the hash tag its keys share (e.g. (req) => req.user.tenant): the store is a Redis Cluster and limits have keys of their own',
-        o.hashTag,
-      )
-    }
+    // Per-limit keys without a shared hash tag on a Redis Cluster are refused with the remote store's
+    // failure policy, when the limiter is made (resilience.ts, StoreResilience).
   }
   for (const flag of ['skipFailedRequests', 'skipSuccessfulRequests', 'shadow'] as const) {
     if (o[flag] !== undefined && typeof o[flag] !== 'boolean') throw invalidOption(flag, 'true or false', o[flag])
