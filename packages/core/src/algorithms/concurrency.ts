@@ -25,11 +25,11 @@ import type { Windows } from './windows'
 export const CONCURRENCY_RETRY_MS = 1000
 
 /*
- * The store's scripts are the sliding log's (log-scripts.ts): the admit drops held slots older than the
- * window first (their holder died or never released them), and the TTL moves on once per window, so a
- * set outlives its newest slot by at most two windows and the margin; the release removes exactly the slots the call
- * took, named by its id, so a release sent again after a reconnect finds none of them and frees nothing
- * more (no record of its call needed).
+ * The store's scripts are the sliding log's (log-scripts.ts): the admit counts the slots held within the
+ * window, the first admit of each period drops those older (their holder died or never released them)
+ * as the TTL moves on, so a set outlives its newest slot by at most two windows and the margin; the
+ * release removes exactly the slots the call took, named by its id, so a release sent again after a
+ * reconnect finds none of them and frees nothing more (no record of its call needed).
  */
 
 /** A member that stands for a slot another store reported (the fallback's copy of the store's count). */
