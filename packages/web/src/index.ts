@@ -12,9 +12,10 @@ import {
 } from '@tollgate/core/adapter'
 import { Limiter, type LimiterOptions } from '@tollgate/core/lean'
 
-// Core's main entry is what an app uses (the stores, the error and its codes, the limiter behind the
-// wrapper, the types its options and decisions are made of), so all of it is re-exported and an app
-// imports from this package alone. Bundlers drop what an app does not use (RedisStore among it).
+// Core's lean entry is what an app uses (the stores, the error and its codes, the limiter behind the
+// wrapper, `register` and the features, the types its options and decisions are made of), so all of it is
+// re-exported and an app imports from this package alone. Its limiter carries only what the app registers,
+// and bundlers drop the rest of what it does not use (RedisStore among it).
 export * from '@tollgate/core/lean'
 
 /** Options of `withRateLimit` and `rateLimit`: the limiter's, and where a request's client IP comes from. */
